@@ -1,0 +1,34 @@
+# shellcheck shell=bash
+# Shared helpers for the scripts in this folder. Sourced, not run.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+IMAGE="${GPUFLEET_TESTHOST_IMAGE:-localhost/gpufleet-testhost:bookworm}"
+# ansible-test needs the collection to sit physically at ansible_collections/gpufleet/vllm.
+# It must not sit inside this git checkout either (ansible-test would list files through git and
+# find none in an ignored folder), so the copy lives in the user's cache, one per checkout.
+BUILD="${GPUFLEET_BUILD_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet-vllm/$(printf '%s' "$ROOT" | sha1sum | cut -c1-12)}"
+AT_PARENT="$BUILD/collections"
+AT_ROOT="$AT_PARENT/ansible_collections/gpufleet/vllm"
+
+log() { printf '\033[1;34m==> %s\033[0m\n' "$*" >&2; }
+die() { printf '\033[1;31mERROR: %s\033[0m\n' "$*" >&2; exit 1; }
+
+activate_venv() {
+  [ -x "$VENV/bin/ansible-playbook" ] || die "no project venv at $VENV: run ./scripts/setup.sh"
+  export PATH="$VENV/bin:$PATH" VIRTUAL_ENV="$VENV"
+  # The collection itself resolves from build/collections (a synced copy), the bundle from the venv.
+  export ANSIBLE_COLLECTIONS_PATH="$AT_PARENT"
+  export ANSIBLE_ROLES_PATH="$ROOT/roles"
+  export ANSIBLE_NOCOLOR="${ANSIBLE_NOCOLOR:-0}"
+}
+
+# Mirror the checkout into build/collections/ansible_collections/gpufleet/vllm (a real copy, not a
+# symlink: ansible-test refuses symlinked collection roots).
+sync_collection() {
+  mkdir -p "$AT_ROOT"
+  rsync -a --delete \
+    --exclude '/.venv/' --exclude '/build/' --exclude '/.git/' --exclude '/.cache/' \
+    --exclude '/tests/output/' --exclude '/.ansible/' --exclude '__pycache__/' --exclude '/.whl/' \
+    "$ROOT/" "$AT_ROOT/"
+}

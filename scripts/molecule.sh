@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Run Molecule from the collection root against the working tree.
+# Usage: ./scripts/molecule.sh test -s host_tuning      (any molecule arguments)
+source "$(dirname "$0")/lib.sh"
+activate_venv
+sync_collection
+cd "$ROOT"
+exec molecule "$@"
