@@ -1,0 +1,319 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""vLLM's KV-cache arithmetic, reproduced exactly (pure functions, no Ansible import).
+
+Every rule names the vLLM source it mirrors (read in the 0.33.0 wheel) and, where a
+rule changed between releases, the versions it belongs to:
+
+* page of a full-attention layer: ``AttentionSpec.page_size_bytes`` =
+  block_size x kv_heads_per_rank x (head_size + head_size_v) x dtype bytes, with
+  kv_heads_per_rank = max(1, num_kv_heads // tp) (``ModelConfig.get_num_kv_heads``);
+  MLA: one latent head of kv_lora_rank + qk_rope_head_dim, no V (``MLAAttentionSpec``).
+* hybrid (Gated DeltaNet) models: ``Platform._align_hybrid_block_size``
+  (vllm/platforms/interface.py): attention block size raised to
+  align x cdiv(mamba_page, align x attn_page_per_token), mamba page padded to it;
+  mamba state shapes from ``MambaStateShapeCalculator.gated_delta_net_state_shape``
+  (conv state gets num_speculative_tokens extra columns), SSM dtype from the config's
+  ``mamba_ssm_dtype`` (``Qwen3_5ForConditionalGenerationConfig``).
+  Prefix caching puts mamba in "align" mode (``MambaModelConfig``); then each linear
+  group costs 2 + num_spec (+1 prefill checkpoint block with FlashInfer GDN prefill,
+  0.33: align lcm'ed with 64, Hopper and Blackwell only) blocks per request, else 1 + num_spec
+  (``MambaSpec.max_memory_usage_bytes``).
+* grouping: ``_get_kv_cache_groups_uniform_page_size`` (group size = fewest layers of
+  one type, or the most when max < 1.5 x min; MTP draft attention layers join the
+  full-attention bucket); bytes per block = largest group x page;
+  num_blocks = available // bytes_per_block (``get_kv_cache_config_from_groups``).
+* logged figure: ``get_kv_cache_capacity``: concurrency = num_blocks / sum over groups
+  of blocks per request; tokens = int(concurrency x max_model_len) (0.24 and later;
+  earlier releases logged num_blocks x block_size).
+* fit check: ``get_kv_cache_configs`` keeps one null block back, then requires the
+  per-request blocks of all groups; otherwise startup fails ("To serve at least one
+  request with the model's max seq len ...") with a binary-searched estimate.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+GIB = 1024 ** 3
+
+KV_DTYPE_BYTES = {
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_inc": 1,
+    "bfloat16": 2,
+    "float16": 2,
+    "half": 2,
+}
+FP8_KV_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
+
+# Versions where a rule changed (see module docstring); the pinned version is 0.33.0.
+V_CONCURRENCY_TOKENS = (0, 24, 0)
+V_GDN_CHECKPOINT = (0, 33, 0)
+OLDEST_VERIFIED = (0, 24, 0)
+
+
+class CapacityError(ValueError):
+    """Inputs the arithmetic cannot use; the message names the variable and the fix."""
+
+
+def cdiv(a, b):
+    return -(-a // b)
+
+
+def gcd(a, b):
+    while b:
+        a, b = b, a % b
+    return a
+
+
+def lcm(a, b):
+    return a * b // gcd(a, b)
+
+
+def parse_version(text):
+    parts = []
+    for piece in str(text).split(".")[:3]:
+        digits = ""
+        for ch in piece:
+            if not ch.isdigit():
+                break
+            digits += ch
+        parts.append(int(digits or 0))
+    while len(parts) < 3:
+        parts.append(0)
+    return tuple(parts)
+
+
+def parse_cc(cc):
+    """'9.0' -> (9, 0); None stays None."""
+    if cc in (None, ""):
+        return None
+    major, _sep, minor = str(cc).partition(".")
+    return int(major), int(minor or 0)
+
+
+def kv_dtype_bytes(kv_cache_dtype, model_dtype_bytes):
+    if kv_cache_dtype in (None, "", "auto"):
+        return model_dtype_bytes
+    if kv_cache_dtype not in KV_DTYPE_BYTES:
+        raise CapacityError(
+            "kv_cache_dtype %r is not one the planner sizes: use auto, bfloat16, float16, fp8, fp8_e4m3 or fp8_e5m2"
+            % kv_cache_dtype
+        )
+    return KV_DTYPE_BYTES[kv_cache_dtype]
+
+
+def pp_partition(num_layers, pp):
+    """Layers per pipeline stage as vLLM's ``get_pp_indices`` splits them (extras from the second-last stage back)."""
+    parts = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        parts[-i] += 1
+    return parts
+
+
+def attn_bytes_per_token_layer(cfg, tp, dtype_bytes):
+    """Bytes one token takes in one attention layer on one rank; also returns the KV heads per rank."""
+    if cfg.get("mla"):
+        head = cfg["mla"]["kv_lora_rank"] + cfg["mla"]["qk_rope_head_dim"]
+        return head * dtype_bytes, 1
+    heads = max(1, cfg["num_kv_heads"] // tp)
+    return heads * 2 * cfg["head_dim"] * dtype_bytes, heads
+
+
+def mamba_page_bytes(cfg, tp, num_spec):
+    lin = cfg["linear"]
+    conv_dim = lin["k_head_dim"] * lin["num_k_heads"] * 2 + lin["v_head_dim"] * lin["num_v_heads"]
+    if conv_dim % tp or lin["num_v_heads"] % tp:
+        raise CapacityError(
+            "tensor_parallel_size %d does not divide the linear-attention heads (%d V heads): choose a divisor"
+            % (tp, lin["num_v_heads"])
+        )
+    conv = (conv_dim // tp) * (lin["conv_kernel"] - 1 + num_spec) * cfg["dtype_bytes"]
+    ssm = (lin["num_v_heads"] // tp) * lin["v_head_dim"] * lin["k_head_dim"] * lin["ssm_dtype_bytes"]
+    return conv + ssm
+
+
+def kernel_block_alignment(cfg, cc):
+    """Smallest kernel block of the CUDA attention backend vLLM picks: FA4's hd256 kernel
+    uses 128-token pages on SM10x/11x (``FA4_HD256_PAGE_SIZE``), else multiples of 16."""
+    if cc is not None and cc[0] in (10, 11) and cfg["head_dim"] == 256 and not cfg.get("mla"):
+        return 128
+    return 16
+
+
+def flashinfer_gdn_prefill(cfg, cc, version):
+    """``_resolve_gdn_prefill_backend`` (0.33): FlashInfer on SM90, and SM10x/SM12x when linear_key_head_dim == 128."""
+    if version < V_GDN_CHECKPOINT or cc is None or not cfg.get("linear"):
+        return False
+    if cc[0] == 9:
+        return True
+    return cc[0] in (10, 12) and cfg["linear"]["k_head_dim"] == 128
+
+
+def _groups(num_full, num_linear):
+    """(attention groups, linear groups, layers in the widest group) per ``_get_kv_cache_groups_uniform_page_size``."""
+    if not num_linear:
+        return 1, 0, num_full
+    lo, hi = min(num_full, num_linear), max(num_full, num_linear)
+    size = hi if hi < lo * 1.5 else lo
+    n_attn, n_lin = cdiv(num_full, size), cdiv(num_linear, size)
+    widest = max(cdiv(num_full, n_attn), cdiv(num_linear, n_lin))
+    return n_attn, n_lin, widest
+
+
+def plan(cfg, tp=1, pp=1, kv_cache_dtype="auto", available_bytes=None, max_model_len=None,
+         enable_prefix_caching=True, num_speculative_tokens=0, speculative_method=None,
+         compute_capability=None, vllm_version="0.33.0", block_size=None):
+    """Predict vLLM's KV-cache figures for one instance (all ranks alike).
+
+    ``available_bytes`` is the per-GPU KV memory (``--kv-cache-memory-bytes`` or the
+    ``Available KV cache memory`` vLLM logs); without it only per-token/per-block figures are given.
+    Returns a dict; see the RETURN block of gpufleet.vllm.vllm_plan for the keys.
+    """
+    version = parse_version(vllm_version)
+    cc = parse_cc(compute_capability)
+    if max_model_len is None:
+        max_model_len = cfg.get("max_position_embeddings")
+    if not max_model_len or max_model_len < 1:
+        raise CapacityError("max_model_len must be a positive integer")
+    if cfg["num_attention_heads"] % tp:
+        raise CapacityError(
+            "tensor_parallel_size %d does not divide num_attention_heads %d: use a divisor of %d"
+            % (tp, cfg["num_attention_heads"], cfg["num_attention_heads"])
+        )
+    num_spec = int(num_speculative_tokens or 0) if speculative_method or num_speculative_tokens else 0
+    kv_bytes = kv_dtype_bytes(kv_cache_dtype, cfg["dtype_bytes"])
+    per_tok_layer, heads_per_rank = attn_bytes_per_token_layer(cfg, tp, kv_bytes)
+    rules = []
+    hybrid = bool(cfg.get("linear"))
+    mtp = cfg.get("mtp_layers", 0) if (num_spec and (speculative_method or "mtp") == "mtp") else 0
+
+    # Full-attention layers on the most loaded rank (PP stage), plus MTP draft layers (last stage).
+    stages = pp_partition(cfg["num_layers"], pp)
+    if hybrid:
+        frac_full = cfg["full_attention_layers"] / float(cfg["num_layers"])
+        full_per_stage = [int(round(s * frac_full)) for s in stages]
+        lin_per_stage = [s - f for s, f in zip(stages, full_per_stage)]
+    else:
+        full_per_stage = list(stages)
+        lin_per_stage = [0] * pp
+    full_per_stage[-1] += mtp
+    if mtp:
+        rules.append("MTP: %d draft attention layer(s) share the target's KV pool" % mtp)
+
+    phase1 = block_size or 16
+    align = kernel_block_alignment(cfg, cc)
+    if not block_size:
+        phase1 = max(16, align)
+    mamba_page = None
+    mamba_blocks_per_req = 0
+    mode = "none"
+    checkpoint = False
+    if hybrid:
+        mode = "align" if enable_prefix_caching else "none"
+        mamba_page = mamba_page_bytes(cfg, tp, num_spec)
+        kalign = max(align, phase1)
+        if mode == "align" and flashinfer_gdn_prefill(cfg, cc, version):
+            checkpoint = True
+            kalign = lcm(kalign, 64)
+            rules.append("FlashInfer GDN prefill (vLLM >= 0.33 on SM%d%d): block aligned to 64, +1 checkpoint block per linear group" % cc)
+        attn_block = kalign * cdiv(mamba_page, kalign * per_tok_layer)
+        attn_block = align * cdiv(attn_block, align)
+        final_block = max(phase1, attn_block)
+        rules.append(
+            "hybrid alignment: block %d tokens so the attention page (%d B) >= mamba page (%d B)"
+            % (final_block, final_block * per_tok_layer, mamba_page)
+        )
+        if mode == "align":
+            mamba_blocks_per_req = 2 + num_spec + (1 if checkpoint else 0)
+        else:
+            mamba_blocks_per_req = 1 + num_spec
+    else:
+        final_block = phase1
+    page = final_block * per_tok_layer
+
+    # Per stage: groups and bytes per block; the minimum num_blocks over ranks wins.
+    stage_plans = []
+    for nf, nl in zip(full_per_stage, lin_per_stage):
+        n_attn, n_lin, widest = _groups(nf, nl)
+        stage_plans.append((n_attn, n_lin, widest * page))
+    n_attn, n_lin = stage_plans[-1][0], stage_plans[-1][1]
+    bytes_per_block = max(p[2] for p in stage_plans)
+    attn_blocks_per_req = cdiv(max_model_len, final_block)
+    blocks_per_req = n_attn * attn_blocks_per_req + n_lin * mamba_blocks_per_req
+
+    kv_per_token_rank = max(full_per_stage) * per_tok_layer
+    out = {
+        "vllm_version": ".".join(str(x) for x in version),
+        "exact": pp == 1 or not hybrid,
+        "block_size": final_block,
+        "kv_heads_per_rank": heads_per_rank,
+        "kv_heads_replicated": (not cfg.get("mla")) and tp > cfg["num_kv_heads"],
+        "kv_dtype_bytes": kv_bytes,
+        "kv_bytes_per_token_per_layer": per_tok_layer,
+        "kv_bytes_per_token_per_rank": kv_per_token_rank,
+        "kv_bytes_per_token_tp1": (cfg["full_attention_layers"] + mtp) * attn_bytes_per_token_layer(cfg, 1, kv_bytes)[0],
+        "page_size_bytes": page,
+        "bytes_per_block": bytes_per_block,
+        "attention_groups": n_attn,
+        "linear_groups": n_lin,
+        "mamba_page_bytes": mamba_page,
+        "mamba_cache_mode": mode if hybrid else None,
+        "blocks_per_request": blocks_per_req,
+        "max_model_len": max_model_len,
+        "available_kv_bytes": available_bytes,
+        "num_blocks": None,
+        "kv_cache_tokens": None,
+        "kv_pool_tokens": None,
+        "max_concurrency": None,
+        "fits": None,
+        "max_model_len_that_fits": None,
+        "kv_bytes_needed_per_request": blocks_per_req * bytes_per_block,
+        "log_line": None,
+        "rules": rules,
+    }
+    if available_bytes is None:
+        return out
+    num_blocks = int(available_bytes) // bytes_per_block
+    concurrency = num_blocks / float(blocks_per_req)
+    if version >= V_CONCURRENCY_TOKENS:
+        tokens = int(concurrency * max_model_len)
+    else:
+        tokens = num_blocks * final_block
+    usable = int(available_bytes) - bytes_per_block  # the null block
+    fits = usable >= blocks_per_req * bytes_per_block
+    out.update({
+        "num_blocks": num_blocks,
+        "kv_cache_tokens": tokens,
+        "kv_pool_tokens": num_blocks * final_block,
+        "max_concurrency": round(concurrency, 4),
+        "fits": fits,
+        "log_line": "GPU KV cache size: {0:,} tokens, Maximum concurrency for {1:,} tokens per request: {2:.2f}x".format(
+            tokens, max_model_len, concurrency),
+    })
+    if not fits:
+        out["max_model_len_that_fits"] = max_len_that_fits(
+            usable, bytes_per_block, final_block, n_attn, n_lin * mamba_blocks_per_req, max_model_len)
+    else:
+        out["max_model_len_that_fits"] = max_model_len
+    return out
+
+
+def max_len_that_fits(usable_bytes, bytes_per_block, block, n_attn, fixed_blocks, upper):
+    """vLLM's binary search (``_estimate_max_model_len_from_groups``), in closed form."""
+    blocks = usable_bytes // bytes_per_block - fixed_blocks
+    if blocks < n_attn:
+        return 0
+    return min(upper, (blocks // n_attn) * block)
+
+
+def offload_needs(kv_bytes_per_token_rank, tp_pp_ranks, gpu_tokens, max_model_len, concurrency):
+    """CPU-offload bytes (all ranks together, vLLM's ``cpu_bytes_to_use``) to hold what the GPU pool cannot,
+    and the pinned host memory real reports show (~1.9x)."""
+    want = max_model_len * max(1, concurrency)
+    missing = max(0, want - gpu_tokens)
+    cpu_bytes = missing * kv_bytes_per_token_rank * tp_pp_ranks
+    return {"tokens_beyond_gpu": missing, "cpu_bytes_to_use": cpu_bytes, "pinned_bytes_estimate": int(cpu_bytes * 1.9)}

@@ -1,0 +1,260 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The vllm_plan logic: options + model config + hardware -> instances, capacity, findings (pure)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import math
+import re
+
+from ansible_collections.gpufleet.vllm.plugins.module_utils import kv_capacity as kv
+from ansible_collections.gpufleet.vllm.plugins.module_utils import vllm_args as va
+from ansible_collections.gpufleet.vllm.plugins.module_utils.model_config import model_family, parse_config
+from ansible_collections.gpufleet.vllm.plugins.module_utils.placement import normalize_gpus, place
+
+GIB = kv.GIB
+
+# Default overhead model for the utilization-only estimate, per GPU (calibrate with
+# memory_overhead_bytes from the boot log: "Actual usage is X GiB for consumed memory, Y GiB for
+# peak activation, Z GiB for CUDAGraph memory").
+OVERHEAD_NON_TORCH = int(0.6 * GIB)
+OVERHEAD_NON_TORCH_TP = int(0.4 * GIB)
+OVERHEAD_CUDAGRAPH = int(0.5 * GIB)
+
+
+def _f(level, code, message, fix):
+    return va.finding(level, code, message, fix)
+
+
+def default_overhead(cfg, tp, memory_total):
+    """Activation peak (profile run at max_num_batched_tokens: 8192 on >= 70 GiB GPUs, else 2048) + CUDA graphs + non-torch."""
+    batched = 8192 if (memory_total or 0) >= 70 * GIB else 2048
+    width = max(cfg.get("hidden_size") or 0, (cfg.get("vocab_size") or 0) // max(tp, 1))
+    activation = batched * width * 4 * 2
+    return OVERHEAD_NON_TORCH + (OVERHEAD_NON_TORCH_TP if tp > 1 else 0) + OVERHEAD_CUDAGRAPH + activation
+
+
+def _instance_name(base, i):
+    slug = re.sub(r"[^a-z0-9]+", "-", (base or "vllm").lower()).strip("-") or "vllm"
+    return "%s-%d" % (slug, i)
+
+
+def build_plan(p, raw_config, model_path, weights_total=None, weights_source=None):
+    """p: the module's parameters (dict). Returns the module result (without changed)."""
+    findings = []
+    cfg = parse_config(raw_config)
+    family = model_family(cfg)
+    version = p.get("vllm_version") or "0.33.0"
+    if kv.parse_version(version) < kv.OLDEST_VERIFIED:
+        findings.append(_f("warning", "unverified_version", "vllm_version %s is older than the rules verified here (0.24.0 to 0.33.0)" % version,
+                           "plan with vllm_version 0.33.0 or check the figures against the boot log"))
+    tp = p.get("tensor_parallel_size") or 1
+    pp = p.get("pipeline_parallel_size") or 1
+    hw = None
+    if p.get("gpus"):
+        hw = normalize_gpus(p["gpus"])
+    if tp == "auto":
+        tp = _auto_tp(cfg, hw, weights_total, pp)
+        findings.append(_f("info", "auto_tp", "tensor_parallel_size auto -> %d" % tp, "set it explicitly to pin it"))
+    tp, pp = int(tp), int(pp if pp != "auto" else 1)
+    if hw is None:
+        hw = normalize_gpus({"count": tp * pp, "name": "assumed", "memory_total_bytes": 0, "compute_capability": "9.0"})
+        hw["assumed"] = True
+        findings.append(_f("info", "gpus_assumed", "gpus not given: assuming exactly %d GPU(s) (TP %d x PP %d) with no memory limit" % (tp * pp, tp, pp),
+                           "pass gpus (gpu_facts result or a declared profile) to check memory and placement"))
+    gpu0 = hw["gpus"][0] if hw["gpus"] else {}
+    mem_total = gpu0.get("memory_total_bytes") or 0
+    cc = None if hw.get("assumed") else gpu0.get("compute_capability")
+
+    if cfg["num_attention_heads"] % tp:
+        divisors = [d for d in (1, 2, 4, 8, 16) if cfg["num_attention_heads"] % d == 0]
+        findings.append(_f("error", "tp_not_dividing_heads",
+                           "tensor_parallel_size %d does not divide the model's %d attention heads" % (tp, cfg["num_attention_heads"]),
+                           "set tensor_parallel_size to one of %s" % divisors))
+    if not cfg.get("mla") and tp > cfg["num_kv_heads"]:
+        findings.append(_f("info", "kv_heads_replicated",
+                           "TP %d > %d KV heads: each rank holds a replica of one KV head (KV bytes per token do not shrink past TP %d)"
+                           % (tp, cfg["num_kv_heads"], cfg["num_kv_heads"]), "expected; no action needed"))
+    kv_dtype = p.get("kv_cache_dtype") or "auto"
+    if kv_dtype.startswith("fp8") and cc and kv.parse_cc(cc) < (8, 9):
+        findings.append(_f("warning", "fp8_kv_without_fp8_hardware",
+                           "kv_cache_dtype %s on compute capability %s: no native FP8 (A100-class); vLLM converts in software" % (kv_dtype, cc),
+                           "use kv_cache_dtype auto on sm80, or accept the slower FP8 path"))
+
+    # Context length, YaRN.
+    limit = cfg.get("max_position_embeddings")
+    max_len = p.get("max_model_len") or limit
+    hf_overrides = None
+    yarn = p.get("yarn")
+    if yarn:
+        if cfg.get("rope_theta") is None:
+            findings.append(_f("error", "yarn_without_rope_theta",
+                               "yarn is set but the model config has no rope_theta to keep: overriding rope_parameters without it drops the checkpoint's theta",
+                               "use a config.json that carries rope_theta (rope_parameters.rope_theta or rope_theta)"))
+        orig = int(yarn.get("original_max_position_embeddings") or limit)
+        new_limit = int(float(yarn["factor"]) * orig)
+        if cfg.get("rope_theta") is not None:
+            hf_overrides = va.yarn_overrides(cfg, raw_config, yarn["factor"], orig, new_limit)
+        limit = new_limit
+    if limit and max_len > limit:
+        findings.append(_f("error", "max_model_len_above_limit",
+                           "max_model_len %d is above the model's limit %d (max_position_embeddings%s)" % (max_len, limit, " x YaRN" if yarn else ""),
+                           "lower max_model_len to %d or set yarn {factor, original_max_position_embeddings} (a factor of %.2f or more)"
+                           % (limit, max_len / float(cfg.get("max_position_embeddings") or limit))))
+
+    # Weights and available KV memory per GPU.
+    weights_rank = None
+    if weights_total is not None:
+        weights_rank = kv.cdiv(int(weights_total), tp * pp)
+    kv_bytes = p.get("kv_cache_memory_bytes")
+    util = p.get("gpu_memory_utilization")
+    estimate = None
+    if kv_bytes:
+        available = int(kv_bytes)
+        if mem_total and weights_rank is not None and available + weights_rank > mem_total:
+            findings.append(_f("error", "kv_memory_exceeds_gpu",
+                               "kv_cache_memory_bytes %.2f GiB + weights %.2f GiB per GPU exceed the GPU's %.2f GiB"
+                               % (available / GIB, weights_rank / GIB, mem_total / GIB),
+                               "lower kv_cache_memory_bytes or raise tensor_parallel_size"))
+    elif mem_total and weights_rank is not None:
+        u = util if util is not None else 0.92
+        overhead = p.get("memory_overhead_bytes") or default_overhead(cfg, tp, mem_total)
+        available = int(math.ceil(u * mem_total)) - weights_rank - overhead
+        estimate = {"requested_bytes": int(u * mem_total), "weights_bytes_per_rank": weights_rank, "overhead_bytes": overhead}
+        findings.append(_f("info", "kv_estimate",
+                           "KV memory is an estimate: %.2f GiB = %.2f x %.2f GiB - weights %.2f GiB - overhead %.2f GiB"
+                           " (activation peak, CUDA graphs, non-torch)"
+                           % (available / GIB, u, mem_total / GIB, weights_rank / GIB, overhead / GIB),
+                           "set kv_cache_memory_bytes for exact figures, or calibrate memory_overhead_bytes from the boot log"))
+        if available <= 0:
+            findings.append(_f("error", "no_kv_memory", "weights and overhead leave no KV memory on each GPU",
+                               "raise tensor_parallel_size or gpu_memory_utilization, or use a smaller/quantized checkpoint"))
+            available = None
+    else:
+        available = None
+        findings.append(_f("warning", "no_kv_figures",
+                           "no kv_cache_memory_bytes and no GPU memory/weights figures: KV tokens and concurrency are not computed",
+                           "set kv_cache_memory_bytes (per GPU) or give gpus plus a model directory with safetensors"))
+
+    try:
+        cap = kv.plan(cfg, tp=tp, pp=pp, kv_cache_dtype=kv_dtype, available_bytes=available, max_model_len=max_len,
+                      enable_prefix_caching=p.get("enable_prefix_caching", True),
+                      num_speculative_tokens=p.get("num_speculative_tokens") or 0,
+                      speculative_method=p.get("speculative_method"), compute_capability=cc, vllm_version=version,
+                      block_size=p.get("block_size"))
+    except kv.CapacityError as exc:
+        if not any(f["code"] == "tp_not_dividing_heads" for f in findings):
+            findings.append(_f("error", "capacity_not_computed", str(exc), "fix the option the message names"))
+        cap = dict((k, None) for k in ("block_size", "num_blocks", "kv_cache_tokens", "kv_pool_tokens", "max_concurrency",
+                                       "fits", "max_model_len_that_fits", "log_line", "available_kv_bytes",
+                                       "kv_bytes_per_token_per_rank", "kv_bytes_needed_per_request"))
+        cap["rules"] = []
+    cap["weights_bytes_total"] = weights_total
+    cap["weights_source"] = weights_source
+    cap["weights_bytes_per_rank"] = weights_rank
+    cap["estimate"] = estimate
+    if cap["fits"] is False:
+        findings.append(_f("error", "kv_too_small_for_one_request",
+                           "one request of max_model_len %d needs %.2f GiB KV per GPU, more than the %.2f GiB available: vLLM refuses to start "
+                           "(\"To serve at least one request with the model's max seq len\"); the largest length that fits is %d"
+                           % (max_len, cap["kv_bytes_needed_per_request"] / GIB, available / GIB, cap["max_model_len_that_fits"]),
+                           "set max_model_len <= %d, raise kv_cache_memory_bytes, or raise tensor_parallel_size" % cap["max_model_len_that_fits"]))
+
+    # Offload and demand.
+    kv_transfer = None
+    ranks = tp * pp
+    host = None
+    off = p.get("cpu_offload_bytes")
+    if off:
+        kv_transfer = va.offload_transfer_config(off)
+        host = {"cpu_offload_bytes": int(off), "pinned_bytes_estimate": int(off * 1.9),
+                "dev_shm_bytes": int(off * 1.9), "memlock_bytes": int(off * 1.9)}
+        findings.append(_f("info", "offload_host_memory",
+                           "KV offload pins host memory: about %.1f GiB (1.9 x %.1f GiB) as shared memory" % (off * 1.9 / GIB, off / GIB),
+                           "size /dev/shm and the memlock limit for it (host_tuning role)"))
+    prompt = p.get("expected_prompt_tokens")
+    conc = p.get("expected_concurrency") or 1
+    if prompt and cap["kv_pool_tokens"] is not None:
+        need = kv.offload_needs(cap["kv_bytes_per_token_per_rank"], ranks, cap["kv_pool_tokens"], prompt, conc)
+        cap["offload"] = need
+        if need["tokens_beyond_gpu"] and (not off or off < need["cpu_bytes_to_use"]):
+            findings.append(_f("warning", "demand_exceeds_gpu_kv",
+                               "%d concurrent prompts of %d tokens need %d tokens of KV; the GPU pool holds %d"
+                               % (conc, prompt, prompt * conc, cap["kv_pool_tokens"]),
+                               "set cpu_offload_bytes >= %d (%.1f GiB, all ranks) or lower expected_concurrency"
+                               % (need["cpu_bytes_to_use"], need["cpu_bytes_to_use"] / GIB)))
+    cap["host_memory"] = host
+
+    # Flags and parsers.
+    findings += va.check_parsers(family, p.get("tool_call_parser"), p.get("reasoning_parser"))
+    findings += va.check_extra_args(p.get("extra_args"))
+
+    # Placement and argv.
+    groups, pf = place(hw, tp * pp, p.get("instances") or "auto")
+    findings += pf
+    o = dict(p)
+    o.update({"tensor_parallel_size": tp, "pipeline_parallel_size": pp, "max_model_len": max_len,
+              "kv_cache_dtype": kv_dtype, "host": p.get("host") or "127.0.0.1",
+              "enable_prefix_caching": p.get("enable_prefix_caching", True)})
+    instances = []
+    base_port = p.get("port_base") or 8000
+    for i, grp in enumerate(groups):
+        port = base_port + i
+        instances.append({
+            "name": _instance_name(p.get("served_model_name"), i),
+            "gpu_indices": grp["gpu_indices"],
+            "cuda_visible_devices": ",".join(str(x) for x in grp["gpu_indices"]),
+            "numa_node": grp["numa_node"],
+            "cpus": grp["cpus"],
+            "locality": grp["locality"],
+            "port": port,
+            "argv": va.render_argv(model_path, o, hf_overrides=hf_overrides, kv_transfer_config=kv_transfer, port=port),
+        })
+    cap["model"] = {"architecture": cfg["architecture"], "family": family, "attention": cfg["attention"],
+                    "full_attention_layers": cfg["full_attention_layers"],
+                    "linear_attention_layers": cfg["linear_attention_layers"], "num_kv_heads": cfg["num_kv_heads"],
+                    "head_dim": cfg["head_dim"], "max_position_embeddings": cfg["max_position_embeddings"]}
+    result = {"instances": instances, "capacity": cap, "findings": findings}
+    result["summary"] = summary(result, tp, pp)
+    return result
+
+
+def _auto_tp(cfg, hw, weights_total, pp):
+    count = hw["count"] if hw else 1
+    mem = hw["gpus"][0]["memory_total_bytes"] if hw and hw["gpus"] else 0
+    for d in (1, 2, 4, 8, 16):
+        if d * pp > count or cfg["num_attention_heads"] % d:
+            continue
+        if not weights_total or not mem or weights_total / float(d * pp) <= 0.6 * mem:
+            return d
+    return max(d for d in (1, 2, 4, 8, 16) if d * pp <= max(count, 1) and cfg["num_attention_heads"] % d == 0)
+
+
+def _gib(v):
+    return "-" if v is None else "%.2f GiB" % (v / GIB)
+
+
+def summary(result, tp, pp):
+    cap = result["capacity"]
+    rows = [
+        ("model", "%s (%s, %s attention)" % (cap["model"]["architecture"], cap["model"]["family"], cap["model"]["attention"])),
+        ("parallelism", "TP %d x PP %d, %d instance(s)" % (tp, pp, len(result["instances"]))),
+        ("weights per GPU", _gib(cap["weights_bytes_per_rank"])),
+        ("KV memory per GPU", _gib(cap["available_kv_bytes"]) + (" (estimate)" if cap.get("estimate") else "")),
+        ("KV bytes/token/GPU", "{0:,}".format(cap["kv_bytes_per_token_per_rank"] or 0)),
+        ("block size", "%s tokens, %s blocks" % (cap["block_size"], cap["num_blocks"])),
+        ("vLLM will log", cap["log_line"] or "-"),
+        ("KV offload (host)", "-" if not cap.get("host_memory") else "%s to CPU, ~%s pinned in /dev/shm and memlock"
+         % (_gib(cap["host_memory"]["cpu_offload_bytes"]), _gib(cap["host_memory"]["pinned_bytes_estimate"]))),
+        ("one max_model_len request", {True: "fits", False: "DOES NOT FIT (max %s)" % cap["max_model_len_that_fits"], None: "-"}[cap["fits"]]),
+    ]
+    lines = ["%-26s %s" % r for r in rows]
+    for inst in result["instances"]:
+        lines.append("%-26s GPUs %s, NUMA %s, port %d" % ("instance " + inst["name"], inst["cuda_visible_devices"], inst["numa_node"], inst["port"]))
+        lines.append("  " + " ".join(inst["argv"]))
+    for f in result["findings"]:
+        lines.append("%-7s %s: %s -> %s" % (f["level"].upper(), f["code"], f["message"], f["fix"]))
+    return "\n".join(lines)

@@ -1,0 +1,300 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: vllm_plan
+short_description: Plan vLLM instances, predict vLLM's own KV-cache figures and render validated argv
+version_added: "0.1.0"
+description:
+  - Reads a model's C(config.json) (dense, MoE, VL models with C(text_config), hybrid linear-attention
+    models such as Qwen3-Next / Qwen3.5 / Qwen3.6, MLA models) and its safetensors index or headers
+    (real tensor bytes; weights are never loaded), plus the GPUs (the M(gpufleet.vllm.gpu_facts) result or a declared
+    hardware profile) and a serving profile.
+  - Predicts, with vLLM's own rules for O(vllm_version), the block size (including the hybrid block-size
+    alignment), the number of KV blocks, and the exact C(GPU KV cache size) / C(Maximum concurrency) line vLLM
+    logs at startup. The figures are exact when O(kv_cache_memory_bytes) is given; with only
+    O(gpu_memory_utilization) they are an estimate whose overhead model is stated in the findings.
+  - Checks the configuration (TP dividing heads, context limit and YaRN, one request of O(max_model_len)
+    fitting, parser names, removed flags, FP8 KV without FP8 hardware) and places instances on NVLink
+    islands inside NUMA nodes.
+  - Pure - reads files, changes nothing. Any error finding fails the task and lists every finding.
+author:
+  - gpufleet.vllm maintainers (@gpufleet)
+extends_documentation_fragment: []
+attributes:
+  check_mode:
+    support: full
+    description: The module never changes anything; check mode returns the same plan.
+  diff_mode:
+    support: none
+    description: Nothing changes, so there is no diff.
+options:
+  model:
+    description:
+      - Path to a model directory (holding C(config.json), and the safetensors files or their index) or to a C(config.json).
+      - A directory holding only C(config.json) is valid; weight figures are then null.
+    type: path
+    required: true
+  gpus:
+    description:
+      - The M(gpufleet.vllm.gpu_facts) result (C(ansible_facts.gpufleet_gpu)) with C(gpu_count) and a C(gpus) list,
+        or a declared profile C({count, name, memory_total_bytes, compute_capability}) with optional
+        C(nvlink_islands) and C(numa_nodes) (lists of GPU indices).
+      - When omitted, the planner assumes exactly the GPUs the parallelism needs, with no memory limit.
+    type: dict
+  tensor_parallel_size:
+    description: Tensor-parallel size of each instance, or C(auto) (smallest divisor of the heads whose weight share fits).
+    type: raw
+    default: 1
+  pipeline_parallel_size:
+    description: Pipeline-parallel size of each instance, or C(auto) (1).
+    type: raw
+    default: 1
+  instances:
+    description: Instances per host, or C(auto) to pack as many TP x PP groups as fit (NVLink islands first, inside NUMA nodes).
+    type: raw
+    default: auto
+  max_model_len:
+    description: Context length per request (C(--max-model-len)). Defaults to the model's C(max_position_embeddings).
+    type: int
+  kv_cache_dtype:
+    description: KV cache dtype (C(auto) = model dtype, C(fp8), C(fp8_e4m3), C(fp8_e5m2), C(bfloat16), C(float16)).
+    type: str
+    default: auto
+  kv_cache_memory_bytes:
+    description: KV cache bytes per GPU (C(--kv-cache-memory-bytes)); makes the capacity figures exact.
+    type: int
+  gpu_memory_utilization:
+    description: Fraction of GPU memory vLLM may use (C(--gpu-memory-utilization)); rendered only when set.
+    type: float
+  memory_overhead_bytes:
+    description:
+      - Per-GPU non-KV memory besides weights (activation peak, CUDA graphs, non-torch) for the utilization-only estimate.
+      - Calibrate it from vLLM's boot log line C(Actual usage is X GiB for consumed memory, Y GiB for peak activation, Z GiB for CUDAGraph memory).
+    type: int
+  block_size:
+    description: Explicit C(--block-size) for the arithmetic only (hybrid models raise it). Not rendered; use O(extra_args) to pass it.
+    type: int
+  enable_prefix_caching:
+    description: Prefix caching (on by default in vLLM 0.33); for hybrid models it selects mamba C(align) mode.
+    type: bool
+    default: true
+  num_speculative_tokens:
+    description: Speculative tokens per step; with O(speculative_method) C(mtp) the model's MTP layers join the KV pool.
+    type: int
+    default: 0
+  speculative_method:
+    description: Speculative decoding method for C(--speculative-config).
+    type: str
+    default: mtp
+  cpu_offload_bytes:
+    description: KV offload to CPU memory, total over all ranks (OffloadingConnector C(cpu_bytes_to_use)).
+    type: int
+  yarn:
+    description: Static YaRN, rendered as C(--hf-overrides) with C(rope_theta) kept and C(max_position_embeddings) raised.
+    type: dict
+    suboptions:
+      factor:
+        description: YaRN factor.
+        type: float
+        required: true
+      original_max_position_embeddings:
+        description: The pre-scaling context length (defaults to the model's C(max_position_embeddings)).
+        type: int
+  expected_prompt_tokens:
+    description: Average prompt length, for the demand and offload figures.
+    type: int
+  expected_concurrency:
+    description: Concurrent requests expected, for the demand and offload figures.
+    type: int
+  served_model_name:
+    description: C(--served-model-name); also names the instances.
+    type: str
+  host:
+    description: Bind address (C(--host)).
+    type: str
+    default: 127.0.0.1
+  port_base:
+    description: Port of the first instance; the next instances take the following ports.
+    type: int
+    default: 8000
+  tool_call_parser:
+    description: C(--tool-call-parser) (with C(--enable-auto-tool-choice)); checked against vLLM 0.33's registry and the model family.
+    type: str
+  reasoning_parser:
+    description: C(--reasoning-parser); checked against vLLM 0.33's registry.
+    type: str
+  extra_args:
+    description: More vLLM arguments, appended as given. Removed flags, C(--api-key) and flags the planner renders are errors.
+    type: list
+    elements: str
+    default: []
+  vllm_version:
+    description: The vLLM version whose rules apply (block alignment, logged token figure).
+    type: str
+    default: "0.33.0"
+notes:
+  - The API key never appears in argv; vLLM reads C(VLLM_API_KEY) from the environment.
+seealso:
+  - module: gpufleet.vllm.gpu_facts
+"""
+
+EXAMPLES = r"""
+- name: Plan Qwen3-14B on the GPUs gpu_facts found
+  gpufleet.vllm.vllm_plan:
+    model: /srv/models/Qwen3-14B
+    gpus: "{{ ansible_facts.gpufleet_gpu }}"
+    tensor_parallel_size: 1
+    max_model_len: 32768
+    kv_cache_memory_bytes: 6989963018
+  register: plan
+
+- name: Plan for hardware not bought yet (declared profile), hybrid model with MTP and offload
+  gpufleet.vllm.vllm_plan:
+    model: /srv/models/Qwen3.6-27B
+    gpus:
+      count: 4
+      name: NVIDIA GeForce RTX 4090
+      memory_total_bytes: 25757220864
+      compute_capability: "8.9"
+      numa_nodes: [[0, 1], [2, 3]]
+    tensor_parallel_size: 2
+    max_model_len: 262144
+    kv_cache_dtype: fp8_e4m3
+    kv_cache_memory_bytes: 10737418240
+    num_speculative_tokens: 3
+    cpu_offload_bytes: 107374182400
+    tool_call_parser: qwen3_coder
+    reasoning_parser: qwen3
+
+- name: Print the plan
+  ansible.builtin.debug:
+    msg: "{{ plan.summary.split('\n') }}"
+"""
+
+RETURN = r"""
+instances:
+  description: One entry per vLLM instance.
+  returned: success
+  type: list
+  elements: dict
+  sample:
+    - name: qwen3-14b-0
+      gpu_indices: [0]
+      cuda_visible_devices: "0"
+      numa_node: 0
+      cpus: [0, 1, 2, 3]
+      locality: numa
+      port: 8000
+      argv: [vllm, serve, /srv/models/Qwen3-14B, --host, 127.0.0.1, --port, "8000", --tensor-parallel-size, "1",
+             --max-model-len, "32768", --kv-cache-memory-bytes, "6989963018", --enable-prefix-caching]
+capacity:
+  description:
+    - The KV-cache figures vLLM will compute. C(kv_cache_tokens) and C(max_concurrency) are what vLLM logs
+      (C(GPU KV cache size) / C(Maximum concurrency)); C(kv_pool_tokens) is num_blocks x block_size.
+    - Also C(block_size), C(num_blocks), C(kv_bytes_per_token_per_rank), C(bytes_per_block), C(page_size_bytes),
+      C(blocks_per_request), C(fits), C(max_model_len_that_fits), C(log_line), C(weights_bytes_per_rank),
+      C(host_memory) (offload pinning), C(offload) (demand), C(rules) (the vLLM rules applied) and C(model).
+  returned: success
+  type: dict
+  sample:
+    block_size: 16
+    num_blocks: 2666
+    kv_cache_tokens: 42656
+    max_concurrency: 1.3018
+    kv_bytes_per_token_per_rank: 163840
+    log_line: "GPU KV cache size: 42,656 tokens, Maximum concurrency for 32,768 tokens per request: 1.30x"
+findings:
+  description: Checks, each with level (error, warning, info), code, message and fix.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - level: warning
+      code: fp8_kv_without_fp8_hardware
+      message: "kv_cache_dtype fp8 on compute capability 8.0: no native FP8 (A100-class)"
+      fix: "use kv_cache_dtype auto on sm80"
+summary:
+  description: A human-readable table of the plan (printed by playbooks/preflight.yml).
+  returned: success
+  type: str
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.vllm.plugins.module_utils.kv_capacity import CapacityError
+from ansible_collections.gpufleet.vllm.plugins.module_utils.model_config import ModelConfigError, read_config, weight_bytes
+from ansible_collections.gpufleet.vllm.plugins.module_utils.placement import PlacementError
+from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build_plan
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            model=dict(type="path", required=True),
+            gpus=dict(type="dict"),
+            tensor_parallel_size=dict(type="raw", default=1),
+            pipeline_parallel_size=dict(type="raw", default=1),
+            instances=dict(type="raw", default="auto"),
+            max_model_len=dict(type="int"),
+            kv_cache_dtype=dict(type="str", default="auto"),
+            kv_cache_memory_bytes=dict(type="int"),
+            gpu_memory_utilization=dict(type="float"),
+            memory_overhead_bytes=dict(type="int"),
+            block_size=dict(type="int"),
+            enable_prefix_caching=dict(type="bool", default=True),
+            num_speculative_tokens=dict(type="int", default=0, no_log=False),
+            speculative_method=dict(type="str", default="mtp"),
+            cpu_offload_bytes=dict(type="int"),
+            yarn=dict(type="dict", options=dict(
+                factor=dict(type="float", required=True),
+                original_max_position_embeddings=dict(type="int"),
+            )),
+            expected_prompt_tokens=dict(type="int", no_log=False),
+            expected_concurrency=dict(type="int"),
+            served_model_name=dict(type="str"),
+            host=dict(type="str", default="127.0.0.1"),
+            port_base=dict(type="int", default=8000),
+            tool_call_parser=dict(type="str"),
+            reasoning_parser=dict(type="str"),
+            extra_args=dict(type="list", elements="str", default=[]),
+            vllm_version=dict(type="str", default="0.33.0"),
+        ),
+        supports_check_mode=True,
+    )
+    p = dict(module.params)
+    for key in ("tensor_parallel_size", "pipeline_parallel_size", "instances"):
+        value = p[key]
+        if value != "auto":
+            try:
+                p[key] = int(value)
+            except (TypeError, ValueError):
+                module.fail_json(msg="%s must be an integer or 'auto', got %r" % (key, value), findings=[])
+            if p[key] < 1:
+                module.fail_json(msg="%s must be >= 1, got %d" % (key, p[key]), findings=[])
+    try:
+        model_dir, raw = read_config(p["model"])
+        total, source = weight_bytes(model_dir)
+        result = build_plan(p, raw, model_dir, weights_total=total, weights_source=source)
+    except (ModelConfigError, CapacityError, PlacementError) as exc:
+        module.fail_json(msg=str(exc), findings=[])
+    except (OSError, IOError, KeyError) as exc:
+        module.fail_json(msg="cannot read the model at %s: %s" % (p["model"], exc), exception=traceback.format_exc(), findings=[])
+    errors = [f for f in result["findings"] if f["level"] == "error"]
+    if errors:
+        lines = ["%s: %s (fix: %s)" % (f["code"], f["message"], f["fix"]) for f in errors]
+        module.fail_json(msg="vllm_plan found %d error(s): %s" % (len(errors), " | ".join(lines)), **result)
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

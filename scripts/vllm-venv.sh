@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Build (or reuse) the CPU validation venv holding the pinned vLLM, installed offline from the
+# wheelhouse that scripts/vllm-wheelhouse.sh fills. Used by tests/functional/test_vllm_argv_real_parser.py
+# to check rendered argv with vLLM's own parser and create_engine_config (VLLM_TARGET_DEVICE=cpu).
+# Usage: scripts/vllm-venv.sh     prints the venv's python path on stdout when done
+# Env:   GPUFLEET_VLLM_VERSION (default 0.33.0), GPUFLEET_WHEELHOUSE, GPUFLEET_PYTHON,
+#        GPUFLEET_VLLM_VENV (default ${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet-vllm/vllm-<version>-venv)
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+VLLM_VERSION="${GPUFLEET_VLLM_VERSION:-0.33.0}"
+CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet-vllm"
+VENV="${GPUFLEET_VLLM_VENV:-$CACHE/vllm-$VLLM_VERSION-venv}"
+PY="${GPUFLEET_PYTHON:-python3}"
+log() { printf '==> %s\n' "$*" >&2; }
+die() { printf 'ERROR: %s\n' "$*" >&2; exit 1; }
+
+STAMP="$VENV/.gpufleet-complete-vllm-$VLLM_VERSION"
+if [ -f "$STAMP" ] && [ -x "$VENV/bin/python" ]; then
+  printf '%s\n' "$VENV/bin/python"
+  exit 0
+fi
+
+WHEELHOUSE="$(GPUFLEET_VLLM_VERSION="$VLLM_VERSION" "$HERE/vllm-wheelhouse.sh")"
+log "building $VENV from $WHEELHOUSE (offline)"
+rm -rf "$VENV"
+"$PY" -m venv "$VENV"
+# Offline from the wheelhouse only; PIP_CONFIG_FILE=/dev/null drops machine-wide constraints
+# (/etc/xdg/pip caps torch) so exactly the torch vLLM pins is installed.
+PIP_CONFIG_FILE=/dev/null "$VENV/bin/python" -m pip install --disable-pip-version-check -q \
+  --no-index --find-links "$WHEELHOUSE" --upgrade pip
+PIP_CONFIG_FILE=/dev/null "$VENV/bin/python" -m pip install --disable-pip-version-check -q \
+  --no-index --find-links "$WHEELHOUSE" "vllm==$VLLM_VERSION"
+got="$(VLLM_TARGET_DEVICE=cpu "$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("vllm"))')"
+[ "$got" = "$VLLM_VERSION" ] || die "venv has vLLM $got, expected $VLLM_VERSION"
+touch "$STAMP"
+log "vLLM $VLLM_VERSION venv ready: $VENV ($(du -sh "$VENV" | cut -f1))"
+printf '%s\n' "$VENV/bin/python"

@@ -1,0 +1,119 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The argv vllm_plan renders is accepted by the REAL pinned vLLM (0.33.0) on CPU: its own parser,
+validate_parsed_serve_args, AsyncEngineArgs.from_cli_args and create_engine_config on a config-only
+model directory (VLLM_TARGET_DEVICE=cpu, HF_HUB_OFFLINE=1). Covers every example inventory.
+
+The venv comes from scripts/vllm-venv.sh (built once from the shared wheelhouse; ~4.6 GB download the
+first time). Skipped ONLY when GPUFLEET_SKIP_VLLM=1.
+"""
+from __future__ import absolute_import, division, print_function
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "model-configs")
+EXAMPLES = ("rtx4090x4", "a100x2", "h200x8")
+
+pytestmark = pytest.mark.skipif(os.environ.get("GPUFLEET_SKIP_VLLM") == "1", reason="GPUFLEET_SKIP_VLLM=1")
+
+
+@pytest.fixture(scope="session")
+def collection_path(tmp_path_factory):
+    base = tmp_path_factory.mktemp("collections")
+    os.makedirs(str(base / "ansible_collections" / "gpufleet"))
+    os.symlink(ROOT, str(base / "ansible_collections" / "gpufleet" / "vllm"))
+    sys.path.insert(0, str(base))
+    return base
+
+
+@pytest.fixture(scope="session")
+def vllm_python():
+    out = subprocess.run([os.path.join(ROOT, "scripts", "vllm-venv.sh")], stdout=subprocess.PIPE, check=True,
+                         universal_newlines=True, timeout=3000)
+    return out.stdout.strip().splitlines()[-1]
+
+
+def check(vllm_python, argvs):
+    env = dict(os.environ, VLLM_TARGET_DEVICE="cpu", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    proc = subprocess.run([vllm_python, os.path.join(ROOT, "tests", "functional", "vllm_argv_check.py")],
+                          input=json.dumps({"argvs": argvs}), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, env=env, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def config_only_dir(tmp_path, model_id):
+    d = tmp_path / model_id.replace("/", "__")
+    d.mkdir(exist_ok=True)
+    with open(os.path.join(FIXTURES, model_id.replace("/", "__") + ".config.json")) as src:
+        (d / "config.json").write_text(src.read())
+    return str(d)
+
+
+def plan_example(name, model_dir):
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build_plan
+    with open(os.path.join(ROOT, "inventories", "examples", name, "group_vars", "all.yml")) as fh:
+        gv = yaml.safe_load(fh)
+    with open(os.path.join(model_dir, "config.json")) as fh:
+        raw = json.load(fh)
+    p = dict(gv["gpufleet_serving"])
+    p["gpus"] = gv["gpufleet_hardware"]
+    return gv, build_plan(p, raw, model_dir)
+
+
+def test_examples_plan_and_pass_real_parser(collection_path, vllm_python, tmp_path):
+    argvs, expect = [], []
+    for name in EXAMPLES:
+        with open(os.path.join(ROOT, "inventories", "examples", name, "group_vars", "all.yml")) as fh:
+            model_id = yaml.safe_load(fh)["gpufleet_model_id"]
+        gv, result = plan_example(name, config_only_dir(tmp_path, model_id))
+        errors = [f for f in result["findings"] if f["level"] == "error"]
+        assert errors == [], (name, errors)
+        assert result["instances"], name
+        for inst in result["instances"]:
+            argvs.append(inst["argv"])
+            expect.append((name, gv["gpufleet_serving"]["max_model_len"], result["capacity"]["block_size"]))
+    report = check(vllm_python, argvs)
+    assert report["version"] == "0.33.0"
+    for (name, max_len, block), res in zip(expect, report["results"]):
+        assert res["ok"], (name, res.get("error"), res.get("trace"))
+        assert res["max_model_len"] == max_len, name
+    # Dense models: vLLM's own CPU config keeps the 16-token block the planner used.
+    assert [r["block_size"] for (n, _, _), r in zip(expect, report["results"]) if n == "h200x8"] == [16] * 4
+
+
+def test_planner_rules_match_real_vllm(collection_path, vllm_python, tmp_path):
+    """Removed flags are rejected, a too-long max_model_len is rejected without YaRN and accepted with the
+    planner's --hf-overrides, and the parser registries equal the names vllm_args knows."""
+    from ansible_collections.gpufleet.vllm.plugins.module_utils import vllm_args as va
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build_plan
+    model = config_only_dir(tmp_path, "Qwen/Qwen3-14B")
+    with open(os.path.join(model, "config.json")) as fh:
+        raw = json.load(fh)
+    base = ["vllm", "serve", model, "--max-model-len", "32768"]
+    removed = {flag: base + [flag, "1"] for flag in ("--rope-theta", "--swap-space", "--num-scheduler-steps")}
+    removed["--rope-scaling"] = base + ["--rope-scaling", '{"rope_type":"yarn","factor":4.0}']
+    removed["--enable-reasoning"] = base + ["--enable-reasoning"]
+    assert set(removed) == set(va.REMOVED_FLAGS)
+    too_long = ["vllm", "serve", model, "--max-model-len", "131072"]
+    p = dict(tensor_parallel_size=1, pipeline_parallel_size=1, instances="auto", kv_cache_dtype="auto",
+             enable_prefix_caching=True, num_speculative_tokens=0, host="127.0.0.1", port_base=8000, extra_args=[],
+             max_model_len=131072, yarn={"factor": 4.0, "original_max_position_embeddings": 32768},
+             kv_cache_memory_bytes=8 * 1024 ** 3)
+    yarn_argv = build_plan(p, raw, model)["instances"][0]["argv"]
+    report = check(vllm_python, list(removed.values()) + [too_long, yarn_argv])
+    results = report["results"]
+    for flag, res in zip(removed, results):
+        assert not res["ok"] and "argparse" in res["error"], flag
+    assert not results[-2]["ok"] and "max_model_len" in results[-2]["error"]
+    assert results[-1]["ok"], results[-1]
+    assert results[-1]["max_model_len"] == 131072
+    assert set(report["tool_parsers"]) == set(va.TOOL_PARSERS)
+    assert set(report["reasoning_parsers"]) == set(va.REASONING_PARSERS)

@@ -1,0 +1,190 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""vllm_plan: the planner's findings for bad inputs (each with its message) and the module glue."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import shutil
+
+import pytest
+
+from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build_plan
+from ansible_collections.gpufleet.vllm.plugins.modules import vllm_plan
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "model-configs")
+GIB = 1024 ** 3
+A100 = {"count": 2, "name": "NVIDIA A100 80GB PCIe", "memory_total_bytes": 85899345920, "compute_capability": "8.0",
+        "nvlink_islands": [[0, 1]]}
+H200_FACTS = {
+    "gpu_count": 2, "nvlink_islands": [[0, 1]], "numa_nodes": [],
+    "gpus": [{"index": i, "name": "NVIDIA H200", "memory_total_bytes": 150109880320, "compute_capability": "9.0",
+              "numa_node": None, "cpu_affinity": list(range(i * 8, i * 8 + 8))} for i in range(2)],
+}
+
+
+def raw(name):
+    with open(os.path.join(FIXTURES, name)) as fh:
+        return json.load(fh)
+
+
+def params(**kw):
+    p = dict(tensor_parallel_size=1, pipeline_parallel_size=1, instances="auto", kv_cache_dtype="auto",
+             enable_prefix_caching=True, num_speculative_tokens=0, speculative_method="mtp", host="127.0.0.1",
+             port_base=8000, extra_args=[], vllm_version="0.33.0")
+    p.update(kw)
+    return p
+
+
+def codes(result, level):
+    return [f["code"] for f in result["findings"] if f["level"] == level]
+
+
+BAD = [
+    ("tp_not_dividing_heads", "Qwen__Qwen3-14B.config.json", dict(tensor_parallel_size=3, gpus=dict(A100, count=4)),
+     "error", "does not divide the model's 40 attention heads"),
+    ("max_model_len_above_limit", "Qwen__Qwen3-14B.config.json", dict(max_model_len=131072),
+     "error", "max_model_len 131072 is above the model's limit 40960"),
+    ("yarn_without_rope_theta", "Qwen__Qwen3-14B.config.json",
+     dict(max_model_len=131072, yarn={"factor": 4.0, "original_max_position_embeddings": 32768}, _drop_theta=True),
+     "error", "has no rope_theta"),
+    ("kv_too_small_for_one_request", "Qwen__Qwen3-14B.config.json",
+     dict(max_model_len=40960, kv_cache_memory_bytes=GIB), "error", "the largest length that fits is 6528"),
+    ("too_many_gpus", "Qwen__Qwen3-32B.config.json", dict(tensor_parallel_size=4, gpus=A100),
+     "error", "one instance needs 4 GPUs"),
+    ("too_many_instances", "Qwen__Qwen3-14B.config.json", dict(instances=3, gpus=A100, kv_cache_memory_bytes=10 * GIB),
+     "error", "instances: 3 asks for 3 GPUs"),
+    ("unknown_tool_parser", "Qwen__Qwen3-14B.config.json", dict(tool_call_parser="qwen3"),
+     "error", "'qwen3' is not a vLLM 0.33 tool parser"),
+    ("unknown_reasoning_parser", "Qwen__Qwen3-14B.config.json", dict(reasoning_parser="qwen"),
+     "error", "'qwen' is not a vLLM 0.33 reasoning parser"),
+    ("removed_flag", "Qwen__Qwen3-14B.config.json", dict(extra_args=["--rope-theta", "1000000"]),
+     "error", "--rope-theta, which vLLM 0.33 no longer accepts"),
+    ("forbidden_flag", "Qwen__Qwen3-14B.config.json", dict(extra_args=["--api-key=abc"]),
+     "error", "--api-key"),
+    ("fp8_kv_without_fp8_hardware", "Qwen__Qwen3-14B.config.json",
+     dict(gpus=A100, kv_cache_dtype="fp8", kv_cache_memory_bytes=10 * GIB), "warning", "no native FP8"),
+    ("tool_parser_family", "Qwen__Qwen3.6-27B.config.json", dict(tool_call_parser="hermes", max_model_len=32768),
+     "warning", "does not match the qwen3_5 chat template"),
+]
+
+
+@pytest.mark.parametrize("case", BAD, ids=[c[0] for c in BAD])
+def test_bad_inputs(case):
+    code, cfg_name, kw, level, text = case
+    cfg = raw(cfg_name)
+    if kw.pop("_drop_theta", False):
+        cfg.pop("rope_theta", None)
+    result = build_plan(params(**kw), cfg, "/srv/models/x")
+    matching = [f for f in result["findings"] if f["code"] == code]
+    assert matching, result["findings"]
+    assert matching[0]["level"] == level
+    assert text in matching[0]["message"]
+    assert matching[0]["fix"]
+    if level == "warning":
+        assert not codes(result, "error")
+
+
+def test_yarn_rendered_with_theta_kept_and_limit_raised():
+    result = build_plan(params(max_model_len=131072, yarn={"factor": 4.0, "original_max_position_embeddings": 32768}),
+                        raw("Qwen__Qwen3-14B.config.json"), "/m")
+    assert not codes(result, "error")
+    argv = result["instances"][0]["argv"]
+    ov = json.loads(argv[argv.index("--hf-overrides") + 1])
+    assert ov == {"rope_parameters": {"rope_theta": 1000000, "rope_type": "yarn", "factor": 4.0,
+                                      "original_max_position_embeddings": 32768}, "max_position_embeddings": 131072}
+    assert " " not in argv[argv.index("--hf-overrides") + 1]
+
+
+def test_yarn_on_text_config_model_keeps_mrope_keys():
+    result = build_plan(params(max_model_len=524288, yarn={"factor": 2.0}), raw("Qwen__Qwen3.6-27B.config.json"), "/m")
+    argv = result["instances"][0]["argv"]
+    ov = json.loads(argv[argv.index("--hf-overrides") + 1])
+    rp = ov["text_config"]["rope_parameters"]
+    assert rp["rope_theta"] == 10000000 and rp["mrope_section"] == [11, 11, 10] and rp["partial_rotary_factor"] == 0.25
+    assert ov["text_config"]["max_position_embeddings"] == 524288
+
+
+def test_required_qwen3_14b_plan_and_argv():
+    result = build_plan(params(max_model_len=32768, kv_cache_memory_bytes=int(6.51 * GIB), served_model_name="Qwen3-14B",
+                               gpus=H200_FACTS, tool_call_parser="hermes", reasoning_parser="qwen3"),
+                        raw("Qwen__Qwen3-14B.config.json"), "/srv/models/Qwen3-14B")
+    assert not codes(result, "error")
+    cap = result["capacity"]
+    assert (cap["kv_cache_tokens"], round(cap["max_concurrency"], 2), cap["block_size"], cap["num_blocks"]) == (42656, 1.3, 16, 2666)
+    assert [i["gpu_indices"] for i in result["instances"]] == [[0], [1]]
+    inst = result["instances"][1]
+    assert inst["port"] == 8001 and inst["cuda_visible_devices"] == "1" and inst["cpus"] == list(range(8, 16))
+    assert inst["argv"][:3] == ["vllm", "serve", "/srv/models/Qwen3-14B"]
+    assert "--kv-cache-memory-bytes" in inst["argv"] and "--api-key" not in inst["argv"]
+    assert "42,656 tokens" in result["summary"]
+
+
+def test_gpus_omitted_assumes_parallelism():
+    result = build_plan(params(tensor_parallel_size=4, kv_cache_dtype="fp8_e4m3", kv_cache_memory_bytes=10 * GIB,
+                               max_model_len=327680), raw("Qwen__Qwen3-32B.config.json"), "/m")
+    assert "gpus_assumed" in codes(result, "info")
+    assert result["capacity"]["kv_cache_tokens"] == 327680
+    assert result["instances"][0]["gpu_indices"] == [0, 1, 2, 3]
+
+
+def test_module_fails_listing_every_error(tmp_path, monkeypatch):
+    model = tmp_path / "m"
+    model.mkdir()
+    shutil.copy(os.path.join(FIXTURES, "Qwen__Qwen3-14B.config.json"), str(model / "config.json"))
+    args = {"model": str(model), "tensor_parallel_size": 3, "max_model_len": 131072, "tool_call_parser": "qwen3",
+            "gpus": dict(A100, count=4)}
+    result = run_module(monkeypatch, args)
+    assert result["failed"]
+    for code in ("tp_not_dividing_heads", "max_model_len_above_limit", "unknown_tool_parser"):
+        assert code in result["msg"]
+    assert result["capacity"]["model"]["family"] == "qwen3"
+
+
+def test_module_check_mode_config_only(tmp_path, monkeypatch):
+    model = tmp_path / "m"
+    model.mkdir()
+    shutil.copy(os.path.join(FIXTURES, "Qwen__Qwen3-14B.config.json"), str(model / "config.json"))
+    result = run_module(monkeypatch, {"model": str(model), "max_model_len": 32768, "kv_cache_memory_bytes": 6989963018,
+                                      "_ansible_check_mode": True})
+    assert not result.get("failed"), result
+    assert result["changed"] is False
+    assert result["capacity"]["weights_bytes_total"] is None
+    assert result["capacity"]["kv_cache_tokens"] == 42656
+
+
+class _Exit(Exception):
+    pass
+
+
+def run_module(monkeypatch, args):
+    from ansible.module_utils import basic
+    try:
+        from ansible.module_utils.testing import patch_module_args
+    except ImportError:  # ansible-core < 2.19
+        patch_module_args = None
+    captured = {}
+
+    def exit_json(self, **kw):
+        captured.update(kw)
+        raise _Exit()
+
+    def fail_json(self, **kw):
+        kw["failed"] = True
+        captured.update(kw)
+        raise _Exit()
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+    if patch_module_args is not None:
+        with patch_module_args(args):
+            with pytest.raises(_Exit):
+                vllm_plan.main()
+    else:
+        from ansible.module_utils.common.text.converters import to_bytes
+        monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
+        with pytest.raises(_Exit):
+            vllm_plan.main()
+    return captured
