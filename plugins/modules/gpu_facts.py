@@ -1,0 +1,444 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet.vllm maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: gpu_facts
+short_description: Gather NVIDIA GPU facts (NVML, or nvidia-smi as a fallback), topology included
+version_added: 0.1.0
+description:
+  - Reads every NVIDIA GPU of the host through NVML (nvidia-ml-py) or by parsing C(nvidia-smi -q -x)
+    and C(nvidia-smi topo -m), and returns the same data both as the module result and as
+    C(ansible_facts.gpufleet_gpu).
+  - Per GPU it reports identity, memory, compute capability, persistence, ECC, power limit, MIG mode
+    (current and pending) and MIG devices, NUMA node and CPU affinity, NVLink links and fabric state.
+  - Across GPUs it reports a GPU x GPU matrix in C(nvidia-smi topo -m) words (V(NV#), V(PIX), V(PXB),
+    V(PHB), V(NODE), V(SYS)), the NVLink islands and the GPUs grouped by NUMA node, which is what the
+    C(gpufleet.vllm) planner uses to place tensor-parallel groups.
+  - A field NVML cannot read (NotSupported, or an error) becomes V(null) and the error is recorded in
+    that GPU's RV(gpus[].errors); only NVML broken as a whole fails the module, with the fix in the message.
+  - A host without the NVIDIA driver or without GPUs gives RV(gpu_count=0) and RV(reason), unless
+    O(min_gpus) asks for more.
+author:
+  - gpufleet.vllm maintainers (@gpufleet)
+options:
+  backend:
+    description:
+      - Where to read from. V(nvml) uses nvidia-ml-py (C(import pynvml); the unofficial C(pynvml)
+        distribution is refused). V(nvidia-smi) parses C(nvidia-smi -q -x), C(nvidia-smi topo -m) and
+        C(nvidia-smi --query-gpu=pci.bus_id,compute_cap). V(auto) prefers NVML and falls back to
+        nvidia-smi when nvidia-ml-py is not installed.
+    type: str
+    choices: [auto, nvml, nvidia-smi]
+    default: auto
+  expected:
+    description:
+      - What the inventory declares; every difference is returned in RV(mismatches) (the module itself
+        does not fail on them, the C(gpufleet.vllm.gpu_preflight) role does).
+      - Keys (all optional) C(count) (int), C(name_pattern) (regular expression), C(min_memory_mib) (int),
+        C(nvlink) (V(required), V(forbidden) or V(any)), C(nvlinks_per_gpu) (int), C(mig_disabled) (bool),
+        C(persistence) (bool), C(min_driver) (version string).
+      - NVLinks that are down, and GPUs with fewer active links than their peers, are always reported.
+    type: dict
+    default: {}
+  min_gpus:
+    description:
+      - Fail when fewer GPUs are found (also when there is no driver at all). V(0) never fails for
+        a missing GPU.
+    type: int
+    default: 0
+attributes:
+  check_mode:
+    support: full
+    description: The module only reads.
+  diff_mode:
+    support: none
+    description: Nothing changes, so there is nothing to diff.
+  facts:
+    support: full
+    description: Sets C(ansible_facts.gpufleet_gpu).
+requirements:
+  - NVIDIA driver with C(libnvidia-ml.so.1) on the target.
+  - nvidia-ml-py on the target for O(backend=nvml) (C(pip install nvidia-ml-py)).
+  - C(nvidia-smi) on the target for O(backend=nvidia-smi).
+notes:
+  - On NVSwitch systems every NVLink reports the remote PCI id C(FFFFFFFF:FF:FF.0), so peers are found
+    through NVML's NVLink P2P status, not by matching remote PCI ids.
+  - NUMA node comes from NVML when it supports it, otherwise from C(/sys/bus/pci/devices/*/numa_node)
+    (V(-1) there means unknown, reported as V(null)).
+  - The V(nvidia-smi) backend cannot see individual NVLink links or the NVML version; RV(unavailable)
+    lists them.
+seealso:
+  - module: gpufleet.vllm.nvidia_mig
+  - name: NVML API reference
+    description: The library behind both backends.
+    link: https://docs.nvidia.com/deploy/nvml-api/
+"""
+
+EXAMPLES = r"""
+- name: Gather GPU facts (NVML, nvidia-smi as a fallback)
+  gpufleet.vllm.gpu_facts:
+
+- name: Use nvidia-smi only and require at least 8 GPUs
+  gpufleet.vllm.gpu_facts:
+    backend: nvidia-smi
+    min_gpus: 8
+
+- name: Show the NVLink islands the planner will use
+  ansible.builtin.debug:
+    msg: "{{ ansible_facts.gpufleet_gpu.nvlink_islands }}"
+"""
+
+RETURN = r"""
+backend:
+  description: Backend that produced the data (V(none) when no driver was found).
+  returned: always
+  type: str
+  sample: nvml
+gpu_count:
+  description: Number of GPUs found.
+  returned: always
+  type: int
+  sample: 2
+reason:
+  description: Why no GPU was found (no driver, no nvidia-ml-py and no nvidia-smi, no devices); V(null) otherwise.
+  returned: always
+  type: str
+  sample: "NVIDIA driver not loaded (no usable NVML: driver_not_loaded)"
+driver_version:
+  description: NVIDIA driver version.
+  returned: always
+  type: str
+  sample: "580.159.04"
+cuda_driver_version:
+  description: Highest CUDA version the driver supports.
+  returned: always
+  type: str
+  sample: "13.0"
+nvml_version:
+  description: NVML library version (V(null) with the nvidia-smi backend).
+  returned: always
+  type: str
+  sample: "13.580.159.04"
+gpus:
+  description: One entry per GPU, in NVML index order.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    index:
+      description: NVML index (the order of C(nvidia-smi) and of C(CUDA_DEVICE_ORDER=PCI_BUS_ID)).
+      type: int
+      sample: 0
+    minor_number:
+      description: Minor number of C(/dev/nvidiaN).
+      type: int
+      sample: 0
+    uuid:
+      description: GPU UUID.
+      type: str
+      sample: GPU-93b246b7-8cba-5a98-bfb2-7864472c8e7b
+    name:
+      description: Product name.
+      type: str
+      sample: NVIDIA H200
+    pci_bus_id:
+      description: Canonical PCI bus id (8-digit domain, upper case), as NVML and nvidia-smi print it.
+      type: str
+      sample: "00000000:00:06.0"
+    memory_total_bytes:
+      description: Total framebuffer memory in bytes.
+      type: int
+      sample: 150754820096
+    memory_total_mib:
+      description: Total framebuffer memory in MiB (as nvidia-smi prints it).
+      type: int
+      sample: 143771
+    compute_capability:
+      description: CUDA compute capability as a string.
+      type: str
+      sample: "9.0"
+    persistence_mode:
+      description: Whether persistence mode is on.
+      type: bool
+      sample: true
+    ecc_mode:
+      description: ECC mode, current and pending (V(null) when the GPU has no ECC).
+      type: dict
+      sample: {"current": true, "pending": true}
+    power_limit_watts:
+      description: Power management limit in watts.
+      type: float
+      sample: 700.0
+    mig:
+      description:
+        - MIG mode. C(current) and C(pending) are V(enabled), V(disabled) or V(null) (no MIG support).
+        - A pending mode that differs from the current one takes effect after a GPU reset or a reboot.
+        - C(devices) lists MIG devices (GPU instance id, compute instance id, memory bytes, uuid).
+      type: dict
+      sample: {"current": "disabled", "pending": "disabled", "supported": true, "devices": []}
+    numa_node:
+      description: NUMA node of the GPU; V(null) when unknown (VMs often report -1).
+      type: int
+      sample: null
+    cpu_affinity:
+      description: CPUs close to the GPU, as a list.
+      type: list
+      elements: int
+      sample: [0, 1, 2, 3]
+    cpu_affinity_str:
+      description: The same CPUs as the range string nvidia-smi prints.
+      type: str
+      sample: "0-31"
+    nvlinks:
+      description:
+        - NVLink links, V(null) with the nvidia-smi backend. C(remote) is V(gpu), V(nvswitch) or V(cpu).
+        - On NVSwitch systems C(remote_pci_bus_id) is C(FFFFFFFF:FF:FF.0) for every link.
+      type: list
+      elements: dict
+      sample: [{"link": 0, "active": true, "version": 6, "remote": "nvswitch", "remote_pci_bus_id": "FFFFFFFF:FF:FF.0"}]
+    nvlink_active_count:
+      description: Number of active NVLink links (V(null) with the nvidia-smi backend).
+      type: int
+      sample: 18
+    fabric:
+      description: NVSwitch fabric registration of the GPU (Hopper and later), V(null) when not applicable.
+      type: dict
+      sample: {"state": "completed", "status": "success"}
+    errors:
+      description: Fields that could not be read on this GPU, with the NVML error.
+      type: dict
+      sample: {"power_limit_watts": "not_supported: Not Supported"}
+topology:
+  description:
+    - C(links) maps each GPU pair C(i-j) (i < j) to the nvidia-smi word (V(NV18), V(PHB), ...).
+    - C(matrix) is the same as text, for humans.
+  returned: always
+  type: dict
+  sample: {"links": {"0-1": "NV18"}, "matrix": "      GPU0   GPU1\nGPU0  X      NV18\nGPU1  NV18   X"}
+nvlink_islands:
+  description: Groups of GPU indices connected through NVLink (a GPU without NVLink is an island of one).
+  returned: always
+  type: list
+  elements: list
+  sample: [[0, 1]]
+numa_nodes:
+  description: GPU indices grouped by NUMA node, ordered by node, GPUs of unknown node last in one group.
+  returned: always
+  type: list
+  elements: list
+  sample: [[0, 1]]
+numa_groups:
+  description: The same groups with their node (V(null) = unknown).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"node": null, "gpus": [0, 1]}]
+nvswitch:
+  description: Whether the GPUs are linked through NVSwitches (then nvidia-fabricmanager must run).
+  returned: always
+  type: bool
+  sample: true
+pairs:
+  description: Per GPU pair, NVML's NVLink P2P status and PCIe common ancestor (empty with nvidia-smi).
+  returned: always
+  type: dict
+  sample: {"0-1": {"p2p_nvlink": true, "common_ancestor": "PHB", "errors": {}}}
+unavailable:
+  description: Fields the backend cannot see (they are V(null)).
+  returned: always
+  type: list
+  elements: str
+  sample: ["nvml_version", "nvlinks"]
+errors:
+  description: Host-wide fields that could not be read.
+  returned: always
+  type: dict
+  sample: {}
+summary:
+  description: A compact human-readable summary of the host, one line per item.
+  returned: always
+  type: list
+  elements: str
+  sample: ["2 GPU(s), driver 580.159.04, CUDA 13.0, backend nvml"]
+mismatches:
+  description: Differences between O(expected) and what was found, and NVLinks that are down (empty when none).
+  returned: always
+  type: list
+  elements: str
+  sample: ["GPU1 has 2 NVLink(s) down: [4, 5]"]
+collection_seconds:
+  description: Time spent reading the GPUs, in seconds.
+  returned: always
+  type: float
+  sample: 0.12
+ansible_facts:
+  description: The same data under one key.
+  returned: always
+  type: complex
+  contains:
+    gpufleet_gpu:
+      description: Everything above (except C(ansible_facts) itself).
+      type: dict
+"""
+
+import os
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_inventory import (
+    FACTS_KEY,
+    check_expected,
+    empty_facts,
+    facts_from_nvml,
+    facts_from_smi,
+)
+from ansible_collections.gpufleet.vllm.plugins.module_utils.nvidia_smi import (
+    NvidiaSmiParseError,
+    classify_error,
+    parse_compute_cap_csv,
+    parse_query_xml,
+    parse_topology,
+)
+from ansible_collections.gpufleet.vllm.plugins.module_utils.nvml import (
+    FATAL_HINTS,
+    Nvml,
+    NvmlFatalError,
+    canonical_pci_bus_id,
+    collect,
+    load_pynvml,
+    sysfs_pci_address,
+)
+
+SYSFS_PCI = "/sys/bus/pci/devices"
+FALLBACK_KINDS = ("library_missing", "unofficial_library")
+C_ENV = {"LC_ALL": "C", "LANG": "C"}
+
+
+class NoGpu(Exception):
+    """No driver or no GPU: not a failure unless min_gpus asks for GPUs."""
+
+
+def read_sysfs(bus_ids, root=SYSFS_PCI):
+    out = {}
+    for bus in bus_ids:
+        if not bus:
+            continue
+        path = os.path.join(root, sysfs_pci_address(bus), "numa_node")
+        try:
+            with open(path) as handle:
+                out[canonical_pci_bus_id(bus)] = {"numa_node": int(handle.read().strip())}
+        except (IOError, OSError, ValueError):
+            continue
+    return out
+
+
+def gather_nvml():
+    nvml = Nvml(load_pynvml())
+    nvml.init()
+    try:
+        raw = collect(nvml, os.cpu_count() or 1)
+    finally:
+        nvml.shutdown()
+    return facts_from_nvml(raw, read_sysfs([g.get("pci_bus_id") for g in raw["gpus"]]))
+
+
+def _smi(module, path, args):
+    rc, out, err = module.run_command([path] + args, environ_update=C_ENV)
+    if rc != 0 or (not out.strip() and err.strip()):
+        text = (out + "\n" + err).strip()
+        kind = classify_error(text)
+        if kind == "no_devices":
+            raise NoGpu("nvidia-smi: No devices were found")
+        if kind in ("driver_not_loaded", "library_not_found"):
+            raise NoGpu("NVIDIA driver not usable (%s): %s" % (kind, text.splitlines()[0] if text else ""))
+        raise NvmlFatalError(kind if kind in FATAL_HINTS else "unknown",
+                             "%s %s exited %d: %s" % (path, " ".join(args), rc, text))
+    return out
+
+
+def gather_smi(module):
+    path = module.get_bin_path("nvidia-smi")
+    if not path:
+        raise NoGpu("nvidia-smi not found in PATH")
+    query = parse_query_xml(_smi(module, path, ["-q", "-x"]))
+    if not query["gpus"]:
+        return facts_from_smi(query)
+    topo = parse_topology(_smi(module, path, ["topo", "-m"]))
+    caps = {}
+    rc, out, dummy = module.run_command([path, "--query-gpu=pci.bus_id,compute_cap", "--format=csv,noheader"],
+                                        environ_update=C_ENV)
+    if rc == 0:
+        caps = parse_compute_cap_csv(out)
+    return facts_from_smi(query, topo, caps, read_sysfs([g["pci_bus_id"] for g in query["gpus"]]))
+
+
+def gather(module, backend):
+    if backend == "nvidia-smi":
+        return gather_smi(module)
+    try:
+        return gather_nvml()
+    except NvmlFatalError as exc:
+        if exc.absent:
+            raise NoGpu("NVIDIA driver not usable: %s" % exc.message())
+        if backend == "auto" and exc.kind in FALLBACK_KINDS:
+            try:
+                facts = gather_smi(module)
+            except NoGpu as smi_exc:
+                if exc.kind == "library_missing" and not module.get_bin_path("nvidia-smi"):
+                    raise NoGpu("no NVIDIA driver tools: nvidia-ml-py (pynvml) is not installed and nvidia-smi "
+                                "is not in PATH")
+                raise NoGpu("%s; nvidia-smi fallback: %s" % (exc.message(), smi_exc))
+            facts["errors"]["nvml"] = exc.message()
+            return facts
+        if exc.kind in FALLBACK_KINDS:
+            module.fail_json(msg="%s (or set backend=nvidia-smi)" % exc.message(), kind=exc.kind)
+        raise
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            backend=dict(type="str", default="auto", choices=["auto", "nvml", "nvidia-smi"]),
+            expected=dict(type="dict", default={}),
+            min_gpus=dict(type="int", default=0),
+        ),
+        supports_check_mode=True,
+    )
+    backend = module.params["backend"]
+    min_gpus = module.params["min_gpus"]
+    started = time.time()
+    try:
+        facts = gather(module, backend)
+    except NoGpu as exc:
+        facts = empty_facts("none", str(exc))
+    except NvmlFatalError as exc:
+        module.fail_json(msg=exc.message(), kind=exc.kind)
+    except NvidiaSmiParseError as exc:
+        module.fail_json(msg="could not parse nvidia-smi output: %s. Check 'nvidia-smi -q -x' on the host, "
+                             "or use backend=nvml" % exc)
+    facts["collection_seconds"] = round(time.time() - started, 4)
+    if facts["gpu_count"] < min_gpus:
+        module.fail_json(msg="found %d GPU(s) but min_gpus=%d%s. Check the driver with 'nvidia-smi', or lower "
+                             "min_gpus" % (facts["gpu_count"], min_gpus,
+                                           " (%s)" % facts["reason"] if facts["reason"] else ""),
+                         **facts)
+    for gpu in facts["gpus"]:
+        failed = sorted(k for k, v in gpu["errors"].items() if not str(v).startswith("not_supported"))
+        if failed:
+            module.warn("GPU%d: could not read %s (see gpus[%d].errors)" % (gpu["index"], ", ".join(failed), gpu["index"]))
+    facts["mismatches"] = check_expected(facts, module.params["expected"])
+    result = dict(facts)
+    result["ansible_facts"] = {FACTS_KEY: facts}
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

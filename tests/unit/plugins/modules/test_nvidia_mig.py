@@ -1,0 +1,137 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet.vllm maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""nvidia_mig module with the FAKE pynvml: enable/disable, pending != current, busy, force, consumer GPU."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible.module_utils import basic
+
+try:
+    from ansible.module_utils.testing import patch_module_args
+except ImportError:  # ansible-core < 2.19
+    import contextlib
+    import json
+
+    from ansible.module_utils.common.text.converters import to_bytes
+
+    @contextlib.contextmanager
+    def patch_module_args(args):
+        old = basic._ANSIBLE_ARGS
+        basic._ANSIBLE_ARGS = to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+        try:
+            yield
+        finally:
+            basic._ANSIBLE_ARGS = old
+
+from ansible_collections.gpufleet.vllm.plugins.modules import nvidia_mig
+from ansible_collections.gpufleet.vllm.tests.fakes.fake_nvml.loader import fake
+
+
+class Exit(Exception):
+    pass
+
+
+class Fail(Exception):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def exits(monkeypatch):
+    def exit_json(self, **kwargs):
+        raise Exit(kwargs)
+
+    def fail_json(self, **kwargs):
+        raise Fail(kwargs)
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+
+
+def run(args, monkeypatch, lib):
+    monkeypatch.setattr(nvidia_mig, "load_pynvml", lambda: lib)
+    with patch_module_args(args):
+        with pytest.raises((Exit, Fail)) as info:
+            nvidia_mig.main()
+    return info.type is Exit, info.value.args[0]
+
+
+def test_disable_on_a100_mig_host(monkeypatch):
+    lib = fake("a100x8_mig")
+    ok, res = run({"mode": "disabled"}, monkeypatch, lib)
+    assert ok and res["changed"] is True
+    assert sorted(i for i, mode in lib.set_calls) == [0, 1, 2]
+    assert all(mode == 0 for i, mode in lib.set_calls)
+    by = dict((g["index"], g) for g in res["gpus"])
+    assert (by[0]["current"], by[0]["pending"], by[0]["reset_required"]) == ("enabled", "disabled", True)
+    assert (by[2]["current"], by[2]["pending"], by[2]["reset_required"]) == ("disabled", "disabled", False)
+    assert by[5]["changed"] is False
+    assert res["reset_required"] is True and res["reboot_required"] is False
+    # second run: pending already disabled -> not changed, still reset required on 0 and 1
+    lib.set_calls[:] = []
+    ok, res = run({"mode": "disabled"}, monkeypatch, lib)
+    assert ok and res["changed"] is False and lib.set_calls == []
+    assert [g["index"] for g in res["gpus"] if g["reset_required"]] == [0, 1]
+
+
+def test_enable_h100_and_applies_without_reset_when_supported(monkeypatch):
+    lib = fake("h100x8_nvswitch")
+    for gpu in lib.state["gpus"]:
+        gpu["mig_applies_without_reset"] = True
+    ok, res = run({"mode": "enabled", "gpus": ["0", lib.state["gpus"][3]["uuid"]]}, monkeypatch, lib)
+    assert ok and res["changed"] is True
+    assert [g["index"] for g in res["gpus"]] == [0, 3]
+    assert all(g["current"] == "enabled" and not g["reset_required"] for g in res["gpus"])
+    assert res["gpus"][0]["activation_status"] == "success"
+
+
+def test_check_mode_and_diff_change_nothing(monkeypatch):
+    lib = fake("a100x8_mig")
+    ok, res = run({"mode": "disabled", "_ansible_check_mode": True, "_ansible_diff": True}, monkeypatch, lib)
+    assert ok and res["changed"] is True and lib.set_calls == []
+    assert lib.state["gpus"][0]["mig"] == [1, 1]
+    assert "GPU0 GPU-a1000000-0000-0000-0000-000000000000: current=enabled pending=enabled" in res["diff"]["before"]
+    assert "GPU0 GPU-a1000000-0000-0000-0000-000000000000: current=enabled pending=disabled" in res["diff"]["after"]
+    assert res["gpus"][0]["pending"] == "disabled"  # what it would be
+
+
+def test_h200_capture_check_mode(monkeypatch):
+    lib = fake("h200x2")
+    ok, res = run({"mode": "disabled", "_ansible_check_mode": True}, monkeypatch, lib)
+    assert ok and res["changed"] is False and res["reset_required"] is False
+    ok, res = run({"mode": "enabled", "_ansible_check_mode": True}, monkeypatch, lib)
+    assert ok and res["changed"] is True and lib.set_calls == []
+
+
+def test_busy_gpu_refused_listing_pids_then_forced(monkeypatch):
+    lib = fake("a100x8_mig")
+    lib.state["gpus"][0]["processes"] = [{"pid": 4242, "name": "vllm-serve", "used": 1 << 30}]
+    ok, res = run({"mode": "disabled"}, monkeypatch, lib)
+    assert not ok and "pid 4242 (vllm-serve)" in res["msg"] and lib.set_calls == []
+    ok, res = run({"mode": "disabled", "force": True}, monkeypatch, lib)
+    assert ok and res["changed"] is True
+    assert res["gpus"][0]["activation_status"] == "in_use" and res["reboot_required"] is True
+
+
+def test_consumer_gpu(monkeypatch):
+    lib = fake("rtx4090x4_two_numa")
+    ok, res = run({"mode": "disabled"}, monkeypatch, lib)
+    assert ok and res["changed"] is False and res["gpus"][0]["current"] is None
+    ok, res = run({"mode": "enabled", "gpus": ["1"]}, monkeypatch, lib)
+    assert not ok and "GPU1 (NVIDIA GeForce RTX 4090) does not support MIG" in res["msg"]
+
+
+def test_no_driver(monkeypatch):
+    ok, res = run({"mode": "disabled"}, monkeypatch, fake("no_driver"))
+    assert ok and res["changed"] is False and res["gpus"] == [] and "driver" in res["reason"]
+    ok, res = run({"mode": "enabled"}, monkeypatch, fake("no_driver"))
+    assert not ok and "modprobe" in res["msg"]
+
+
+def test_unknown_target(monkeypatch):
+    ok, res = run({"mode": "disabled", "gpus": ["9"]}, monkeypatch, fake("h200x2"))
+    assert not ok and "no GPU matches 9" in res["msg"]
