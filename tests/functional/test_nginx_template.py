@@ -1,0 +1,79 @@
+"""Render roles/nginx/templates/nginx.conf.j2 with Ansible's own templating for the variable
+combinations the role supports, and check the directives that matter (the Molecule scenario
+`nginx` then runs the result through a real `nginx -t` and real traffic)."""
+import pathlib
+import re
+
+import pytest
+import yaml
+
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+
+ROLE = pathlib.Path(__file__).resolve().parents[2] / "roles" / "nginx"
+INSTANCES = [{"name": "inst-a", "port": 8101}, {"name": "inst-b", "port": 8102, "host": "10.0.0.7", "gpus": [0, 1]}]
+
+
+def render(**overrides):
+    variables = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    variables.update(inventory_hostname="gpu-01", ansible_managed="Ansible managed: test", nginx_instances=INSTANCES)
+    variables.update(overrides)
+    templar = Templar(loader=DataLoader(), variables=variables)
+    return templar.template(trust_as_template((ROLE / "templates" / "nginx.conf.j2").read_text()))
+
+
+def servers(conf):
+    return re.findall(r"^\s*server (\S+) (.*);$", conf, flags=re.M)
+
+
+def test_defaults_are_streaming_safe():
+    conf = render()
+    assert conf.startswith("#\n# Ansible managed: test\n#\n")
+    assert conf.count("{") == conf.count("}")
+    for directive in ("proxy_buffering off;", "proxy_request_buffering off;", "proxy_http_version 1.1;",
+                      'proxy_set_header Connection "";', "proxy_read_timeout 3600s;", "proxy_send_timeout 3600s;",
+                      "keepalive 32;", "least_conn;", "gzip off;", "listen 80;"):
+        assert directive in conf, directive
+    assert servers(conf) == [("127.0.0.1:8101", "max_fails=3 fail_timeout=30s"),
+                             ("10.0.0.7:8102", "max_fails=3 fail_timeout=30s")]
+    assert 'return 200 "ok\\n";' in conf
+    assert "ssl" not in conf
+    assert "worker_shutdown_timeout" not in conf
+    assert "sites-enabled" not in conf
+
+
+@pytest.mark.parametrize("drained, down", [
+    (["inst-b"], ["10.0.0.7:8102"]),
+    (["8101"], ["127.0.0.1:8101"]),          # by port, as a string
+    ([8101, "inst-b"], ["127.0.0.1:8101", "10.0.0.7:8102"]),
+    ([], []),
+])
+def test_drained_instances_are_marked_down(drained, down):
+    conf = render(nginx_drained_instances=drained)
+    assert [addr for addr, opts in servers(conf) if opts.endswith(" down")] == down
+    assert "proxy_pass http://vllm;" in conf
+
+
+def test_host_drain_refuses_new_requests_and_fails_health():
+    conf = render(nginx_host_drained=True)
+    assert 'return 503 "draining\\n";' in conf
+    assert "add_header Retry-After 30 always;" in conf
+    assert "proxy_pass" not in conf
+    assert conf.count("{") == conf.count("}")
+
+
+def test_tls_and_listen_address():
+    conf = render(nginx_tls_enabled=True, nginx_listen_port=443, nginx_listen_address="10.0.0.1",
+                  nginx_tls_certificate="/etc/ssl/a.crt", nginx_tls_certificate_key="/etc/ssl/a.key")
+    assert "listen 10.0.0.1:443 ssl;" in conf
+    assert "ssl_certificate /etc/ssl/a.crt;" in conf
+    assert "ssl_certificate_key /etc/ssl/a.key;" in conf
+    assert "ssl_protocols TLSv1.2 TLSv1.3;" in conf
+
+
+def test_round_robin_shutdown_timeout_and_system_sites():
+    conf = render(nginx_balancing="", nginx_worker_shutdown_timeout="600s", nginx_include_system_sites=True)
+    assert "least_conn" not in conf
+    assert "worker_shutdown_timeout 600s;" in conf
+    assert "include /etc/nginx/sites-enabled/*;" in conf
+    assert conf.count("{") == conf.count("}")
