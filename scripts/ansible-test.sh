@@ -7,6 +7,6 @@ mkdir -p "$BUILD"
 exec 9>"$BUILD/.ansible-test.lock"
 flock 9   # one ansible-test at a time per checkout: they share the synced copy
 sync_collection
-cd "$AT_ROOT"
+cd "$AT_ROOT" || exit 1
 cmd="$1"; shift
 exec ansible-test "$cmd" --venv --python "${GPUFLEET_TEST_PYTHON:-3.11}" "$@"

@@ -24,9 +24,13 @@ sync_collection
 if [ ! -f "$saved" ]; then
   for k in $keys; do echo "$k = $(sysctl -n "$k")"; done > "$saved"
 fi
+# vLLM's wheels (about 4.6 GB, downloaded once and shared with the test suite), mounted read-only.
+wheelhouse=$("$ROOT/scripts/vllm-wheelhouse.sh")
 if ! podman container exists "$HOST"; then
   log "creating the demo host $HOST"
-  podman run -d --name "$HOST" --hostname "$HOST" --systemd=always --privileged "$IMAGE" /sbin/init >/dev/null
+  podman run -d --name "$HOST" --hostname "$HOST" --systemd=always --privileged \
+    -v "$wheelhouse:/srv/wheelhouse:ro" -v "$ROOT/tests/fixtures/demo-model:/srv/seed:ro" \
+    "$IMAGE" /sbin/init >/dev/null
 fi
 podman start "$HOST" >/dev/null
 for _ in $(seq 60); do
@@ -35,7 +39,7 @@ for _ in $(seq 60); do
   sleep 1
 done
 
-cd "$ROOT"
+cd "$ROOT" || exit 1
 log "ansible-playbook -i inventories/demo site.yml"
 ANSIBLE_CALLBACK_RESULT_FORMAT=yaml ansible-playbook -i inventories/demo site.yml | tee "$BUILD/demo-site.log"
 if [ -f playbooks/preflight.yml ]; then

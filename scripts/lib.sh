@@ -3,7 +3,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
-IMAGE="${GPUFLEET_TESTHOST_IMAGE:-localhost/gpufleet-testhost:bookworm}"
+export IMAGE="${GPUFLEET_TESTHOST_IMAGE:-localhost/gpufleet-testhost:bookworm}"
 # ansible-test needs the collection to sit physically at ansible_collections/gpufleet/vllm.
 # It must not sit inside this git checkout either (ansible-test would list files through git and
 # find none in an ignored folder), so the copy lives in the user's cache, one per checkout.

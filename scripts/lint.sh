@@ -3,5 +3,5 @@
 source "$(dirname "$0")/lib.sh"
 activate_venv
 sync_collection
-cd "$ROOT"
+cd "$ROOT" || exit 1
 exec ansible-lint --offline "$@"

@@ -4,5 +4,5 @@
 source "$(dirname "$0")/lib.sh"
 activate_venv
 sync_collection
-cd "$ROOT"
+cd "$ROOT" || exit 1
 exec molecule "$@"

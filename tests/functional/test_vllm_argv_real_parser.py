@@ -44,7 +44,7 @@ def check(vllm_python, argvs):
     env = dict(os.environ, VLLM_TARGET_DEVICE="cpu", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     proc = subprocess.run([vllm_python, os.path.join(ROOT, "tests", "functional", "vllm_argv_check.py")],
                           input=json.dumps({"argvs": argvs}), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, env=env, timeout=1200)
+                          universal_newlines=True, env=env, timeout=1200, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -86,7 +86,7 @@ def test_examples_plan_and_pass_real_parser(collection_path, vllm_python, tmp_pa
         assert res["ok"], (name, res.get("error"), res.get("trace"))
         assert res["max_model_len"] == max_len, name
     # Dense models: vLLM's own CPU config keeps the 16-token block the planner used.
-    assert [r["block_size"] for (n, _, _), r in zip(expect, report["results"]) if n == "h200x8"] == [16] * 4
+    assert [r["block_size"] for (n, _max_len, _block), r in zip(expect, report["results"]) if n == "h200x8"] == [16] * 4
 
 
 def test_planner_rules_match_real_vllm(collection_path, vllm_python, tmp_path):

@@ -41,7 +41,7 @@ def test_facts_input_numa_and_cpus():
                        "cpu_affinity": [1, 2]}]}
     h = pl.normalize_gpus(facts)
     assert h["numa_nodes"] == [[0, 1]]
-    groups, _ = pl.place(h, 2)
+    groups, _findings = pl.place(h, 2)
     assert groups[0]["numa_node"] == 0 and groups[0]["cpus"] == [0, 1, 2] and groups[0]["locality"] == "nvlink"
 
 

@@ -1,0 +1,78 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The model_weights role on this machine (connection local): progress lines while a slow download
+runs, check mode writes nothing, and the model_storage free-space contract refuses a snapshot
+that does not fit."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from weights_support import ROOT, StaticServer, collections_path, tree, write_files
+
+MIB = 1024 * 1024
+
+
+def play(tmp_path, extra, check=False):
+    playbook = tmp_path / "play.yml"
+    playbook.write_text("- hosts: localhost\n  gather_facts: false\n  roles:\n    - gpufleet.vllm.model_weights\n")
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path(), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
+               ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default", ANSIBLE_CALLBACK_RESULT_FORMAT="yaml")
+    base = ["-e", "ansible_python_interpreter=%s" % sys.executable]
+    extra_file = tmp_path / "extra.json"
+    extra_file.write_text(json.dumps(extra))
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
+                           "-c", "local", str(playbook), "-e", "@%s" % extra_file] + base + (["--check"] if check else []),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=ROOT, timeout=600, check=False)
+    return proc.returncode, proc.stdout.decode()
+
+
+@pytest.fixture
+def served(tmp_path):
+    root = tmp_path / "served"
+    files = {"config.json": b"{}", "model-00001-of-00002.safetensors": os.urandom(3 * MIB),
+             "model-00002-of-00002.safetensors": os.urandom(3 * MIB)}
+    (root / "SHA256SUMS").parent.mkdir(parents=True)
+    (root / "SHA256SUMS").write_text(write_files(str(root), files))
+    return root
+
+
+def _vars(server, dest, **kw):
+    user = os.environ.get("USER") or "root"
+    base = {"model_weights_source": "http", "model_weights_url": server.url,
+            "model_weights_manifest": server.url + "/SHA256SUMS", "model_weights_dest": str(dest),
+            "model_weights_owner": user, "model_weights_group": "root" if user == "root" else user,
+            "model_weights_create_owner": False, "model_weights_poll_interval": 1, "model_weights_workers": 2}
+    base.update(kw)
+    return base
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to the owner needs root")
+def test_role_prints_progress_then_is_idempotent(served, tmp_path):
+    dest = tmp_path / "dest"
+    with StaticServer(str(served), rate=1 * MIB) as server:
+        rc, out = play(tmp_path, _vars(server, dest, model_storage_free_bytes=10 * 1024 ** 3))
+        assert rc == 0, out[-4000:]
+        assert "fetch: " in out and "% ), " not in out, out[-4000:]
+        assert "files," in out and "/s, ETA" in out  # at least one progress line
+        assert tree(str(dest)) and "changed=0" not in out.split("PLAY RECAP")[1]
+        rc, out = play(tmp_path, _vars(server, dest, model_storage_free_bytes=10 * 1024 ** 3))
+        assert rc == 0 and "changed=0" in out.split("PLAY RECAP")[1], out[-3000:]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to the owner needs root")
+def test_role_check_mode_and_free_space_refusal(served, tmp_path):
+    dest = tmp_path / "dest"
+    with StaticServer(str(served)) as server:
+        rc, out = play(tmp_path, _vars(server, dest), check=True)
+        assert rc == 0 and "would fetch 3 file(s)" in out, out[-3000:]
+        assert not dest.exists()
+        rc, out = play(tmp_path, _vars(server, dest, model_storage_free_bytes=MIB))
+        assert rc != 0 and "model_storage_free_bytes" in out and "Grow the model" in out, out[-3000:]
+        assert not dest.exists()
+        assert set(server.sent) == {"SHA256SUMS"}
