@@ -21,6 +21,8 @@ activate_venv() {
   export ANSIBLE_COLLECTIONS_PATH="$AT_PARENT"
   export ANSIBLE_ROLES_PATH="$ROOT/roles"
   export ANSIBLE_NOCOLOR="${ANSIBLE_NOCOLOR:-0}"
+  # vLLM's wheels, downloaded once by scripts/vllm-wheelhouse.sh (the vllm scenario mounts them).
+  export GPUFLEET_WHEELHOUSE="${GPUFLEET_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet-vllm/wheelhouse}"
 }
 
 # Mirror the checkout into build/collections/ansible_collections/gpufleet/vllm (a real copy, not a

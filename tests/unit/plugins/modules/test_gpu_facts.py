@@ -13,46 +13,15 @@ import pytest
 
 from ansible.module_utils import basic
 
-try:
-    from ansible.module_utils.testing import patch_module_args
-except ImportError:  # ansible-core < 2.19
-    import contextlib
-    import json
-
-    from ansible.module_utils.common.text.converters import to_bytes
-
-    @contextlib.contextmanager
-    def patch_module_args(args):
-        old = basic._ANSIBLE_ARGS
-        basic._ANSIBLE_ARGS = to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-        try:
-            yield
-        finally:
-            basic._ANSIBLE_ARGS = old
-
 from ansible_collections.gpufleet.vllm.plugins.module_utils.nvml import NvmlFatalError
+from ansible_collections.gpufleet.vllm.tests.unit.plugins.modules.module_harness import Exit, Fail, patch_exits, patch_module_args
 from ansible_collections.gpufleet.vllm.plugins.modules import gpu_facts
 from ansible_collections.gpufleet.vllm.tests.fakes.fake_nvml.loader import FIXTURES, fake
 
 
-class Exit(Exception):
-    pass
-
-
-class Fail(Exception):
-    pass
-
-
 @pytest.fixture(autouse=True)
 def exits(monkeypatch):
-    def exit_json(self, **kwargs):
-        raise Exit(kwargs)
-
-    def fail_json(self, **kwargs):
-        raise Fail(kwargs)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+    patch_exits(monkeypatch)
     monkeypatch.setattr(gpu_facts, "read_sysfs", lambda bus_ids, root=None: {})
 
 

@@ -1,0 +1,47 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet.vllm maintainers
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Shared harness for module unit tests: module arguments in, exit_json / fail_json out as exceptions."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.module_utils import basic
+
+try:
+    from ansible.module_utils.testing import patch_module_args  # pylint: disable=unused-import  # re-exported (ansible-core >= 2.19)
+except ImportError:  # ansible-core < 2.19
+    import contextlib
+    import json
+
+    from ansible.module_utils.common.text.converters import to_bytes
+
+    @contextlib.contextmanager
+    def patch_module_args(args):
+        old = basic._ANSIBLE_ARGS
+        basic._ANSIBLE_ARGS = to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+        try:
+            yield
+        finally:
+            basic._ANSIBLE_ARGS = old
+
+
+class Exit(Exception):
+    """exit_json was called; args[0] is the result."""
+
+
+class Fail(Exception):
+    """fail_json was called; args[0] is the result."""
+
+
+def patch_exits(monkeypatch):
+    """Make AnsibleModule.exit_json / fail_json raise Exit / Fail with the result."""
+    def exit_json(self, **kwargs):
+        raise Exit(kwargs)
+
+    def fail_json(self, **kwargs):
+        raise Fail(kwargs)
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
