@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import math
+import shlex
 import re
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils import kv_capacity as kv
@@ -253,8 +254,10 @@ def summary(result, tp, pp):
     ]
     lines = ["%-26s %s" % r for r in rows]
     for inst in result["instances"]:
-        lines.append("%-26s GPUs %s, NUMA %s, port %d" % ("instance " + inst["name"], inst["cuda_visible_devices"], inst["numa_node"], inst["port"]))
-        lines.append("  " + " ".join(inst["argv"]))
+        numa = "unknown" if inst["numa_node"] is None else inst["numa_node"]
+        lines.append("%-26s GPUs %s, NUMA %s, port %d" % ("instance " + inst["name"], inst["cuda_visible_devices"], numa, inst["port"]))
+        # Shell-quoted for reading and copy-paste; the argv itself stays a list.
+        lines.append("  " + " ".join(shlex.quote(arg) for arg in inst["argv"]))
     for f in result["findings"]:
         lines.append("%-7s %s: %s -> %s" % (f["level"].upper(), f["code"], f["message"], f["fix"]))
     return "\n".join(lines)
