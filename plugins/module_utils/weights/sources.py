@@ -105,7 +105,8 @@ class Source(object):
         return None
 
     def open_stream(self, spec, offset):
-        raise NotImplementedError
+        """Return a stream of ``spec``'s bytes from ``offset``: each source (hf, http, local) defines it."""
+        raise TypeError("%s is a base class: use HfSource, HttpSource or LocalSource" % type(self).__name__)
 
 
 def _specs_from_manifest(entries, allow, ignore):
