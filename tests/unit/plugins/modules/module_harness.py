@@ -45,3 +45,18 @@ def patch_exits(monkeypatch):
 
     monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
     monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+
+
+def run_module(monkeypatch, main, args, check_mode=False, diff=False):
+    """Run a module's ``main`` with ``args``; return its result (``failed: True`` when it failed)."""
+    import pytest
+
+    patch_exits(monkeypatch)
+    args = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
+    with patch_module_args(args):
+        with pytest.raises((Exit, Fail)) as info:
+            main()
+    result = dict(info.value.args[0])
+    if info.type is Fail:
+        result["failed"] = True
+    return result

@@ -8,46 +8,15 @@ import os
 
 import pytest
 
-from ansible.module_utils import basic
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights import sources
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.errors import WeightsError
 from ansible_collections.gpufleet.vllm.plugins.modules import model_weights
-
-
-class _Exit(Exception):
-    pass
+from ansible_collections.gpufleet.vllm.tests.unit.plugins.modules.module_harness import run_module as harness_run_module
 
 
 def run_module(monkeypatch, args, check_mode=False, diff=False):
-    try:
-        from ansible.module_utils.testing import patch_module_args
-    except ImportError:  # ansible-core < 2.19
-        patch_module_args = None
-    captured = {}
-
-    def exit_json(self, **kw):
-        captured.update(kw)
-        raise _Exit()
-
-    def fail_json(self, **kw):
-        captured.update(kw, failed=True)
-        raise _Exit()
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
-    args = dict(args, _ansible_check_mode=check_mode, _ansible_diff=diff)
-    if patch_module_args is not None:
-        with patch_module_args(args):
-            with pytest.raises(_Exit):
-                model_weights.main()
-    else:  # pragma: no cover
-        import json
-        from ansible.module_utils.common.text.converters import to_bytes
-        monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
-        with pytest.raises(_Exit):
-            model_weights.main()
-    return captured
+    return harness_run_module(monkeypatch, model_weights.main, args, check_mode=check_mode, diff=diff)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import pytest
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build_plan
 from ansible_collections.gpufleet.vllm.plugins.modules import vllm_plan
+from ansible_collections.gpufleet.vllm.tests.unit.plugins.modules.module_harness import run_module as harness_run_module
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "model-configs")
 GIB = 1024 ** 3
@@ -155,36 +156,5 @@ def test_module_check_mode_config_only(tmp_path, monkeypatch):
     assert result["capacity"]["kv_cache_tokens"] == 42656
 
 
-class _Exit(Exception):
-    pass
-
-
 def run_module(monkeypatch, args):
-    from ansible.module_utils import basic
-    try:
-        from ansible.module_utils.testing import patch_module_args
-    except ImportError:  # ansible-core < 2.19
-        patch_module_args = None
-    captured = {}
-
-    def exit_json(self, **kw):
-        captured.update(kw)
-        raise _Exit()
-
-    def fail_json(self, **kw):
-        kw["failed"] = True
-        captured.update(kw)
-        raise _Exit()
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
-    if patch_module_args is not None:
-        with patch_module_args(args):
-            with pytest.raises(_Exit):
-                vllm_plan.main()
-    else:
-        from ansible.module_utils.common.text.converters import to_bytes
-        monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps({"ANSIBLE_MODULE_ARGS": args})))
-        with pytest.raises(_Exit):
-            vllm_plan.main()
-    return captured
+    return harness_run_module(monkeypatch, vllm_plan.main, args)
