@@ -33,7 +33,7 @@ def _raise(exc):
      "gpus[0].memory_bytes must be > 0", False),
     (OSError(errno.ENOSPC, "No space left on device", "/models/x.tmp"),
      "saving the record failed: ENOSPC (No space left on device): /models/x.tmp", True),
-    (OSError(errno.EACCES, "Permission denied", "/a", "/b"),
+    (OSError(errno.EACCES, "Permission denied", "/a", None, "/b"),
      "saving the record failed: EACCES (Permission denied): /a -> /b", True),
     (KeyError("num_hidden_layers"), "saving the record failed with an unexpected KeyError", True),
 ])
