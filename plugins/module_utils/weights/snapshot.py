@@ -23,7 +23,7 @@ import stat
 import threading
 import time
 
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights import safefs
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.digest import hash_fd
@@ -310,6 +310,8 @@ def _verify_existing(run):
             try:
                 digest = _hash_spec(fd, spec, progress.add)
                 st = os.fstat(fd)
+            except OSError as exc:  # EIO on a failing disk: name the file
+                raise OSError(exc.errno, exc.strerror, tree.where(spec.path))
             finally:
                 os.close(fd)
             progress.file_done()
@@ -397,18 +399,19 @@ def _fetch_one(run, spec, progress):
 def first_error(futures):
     """Wait for ``futures``; on the first failure cancel the queued ones. Returns the first exception.
 
-    A cancelled future has no exception to report (``future.exception()`` would raise CancelledError):
-    it is skipped, so the error reported is the HTTP/IO error that started the cancellation."""
-    errors = []
-    for future in as_completed(futures):
-        if future.cancelled():
-            continue
-        exc = future.exception()
-        if exc is not None:
-            errors.append(exc)
-            for other in futures:
-                other.cancel()
-    return errors[0] if errors else None
+    A cancelled future is dropped from the wait (``future.exception()`` on it would raise
+    CancelledError, and a future cancelled before a worker saw it is never "done"): the error
+    reported is the HTTP/IO error that started the cancellation; running ones are still awaited."""
+    pending = set(futures)
+    first = None
+    while pending:
+        done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+        for future in done:
+            if first is None and not future.cancelled() and future.exception() is not None:
+                first = future.exception()
+        if first is not None:
+            pending = set(f for f in pending if not f.cancel())
+    return first
 
 
 def _fetch_all(run, todo):
