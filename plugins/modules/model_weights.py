@@ -191,6 +191,12 @@ revision:
   returned: always
   type: str
   sample: 9c6bdf5a4e8e6b4f2c1f0d6f1c6c0e3c1b9f2a7d
+requested_revision:
+  description: O(revision) as given (O(source=hf)); a branch or tag here and a commit id in RV(revision) means
+    the snapshot was not pinned (a warning says so).
+  returned: when source is hf
+  type: str
+  sample: main
 source:
   description: The source kind used.
   returned: always
@@ -418,6 +424,11 @@ def body(module):
                       check_mode=module.check_mode, attrs=attrs)
     finally:
         client.close()
+    if params["source"] == "hf":
+        result["requested_revision"] = params["revision"]
+        if params["revision"] != result["revision"]:
+            warnings.append("revision %r is a branch or tag and resolved to commit %s; pin revision to that commit "
+                            "so every host gets the same snapshot" % (params["revision"], result["revision"]))
     diff = result.pop("diff", None)
     for warning in warnings + result.pop("warnings", []):
         module.warn(warning)
