@@ -141,8 +141,8 @@ options:
     description:
       - Octal mode of the snapshot files as a quoted string, for example C('0644'). Folders get the same bits
         plus C(x) wherever C(r) is set.
-      - A number is refused - YAML reads an unquoted C(mode: 644) as the decimal 644 (octal 1204) and
-        C(mode: 0644) as 420, so a number cannot say which mode was meant.
+      - A number is refused. YAML reads an unquoted C(mode=644) as the decimal 644 (octal 1204) and an
+        unquoted C(0644) as 420, so a number cannot say which mode was meant.
     type: raw
     default: '0644'
 notes:
