@@ -134,3 +134,15 @@ def test_token_never_in_ansible_vvv(hub, tmp_path):
     for text in (ok, failed, log):
         assert TOKEN not in text and TOKEN[:-1] + "X" not in text
     assert "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER" in ok  # the invocation shows the token masked
+
+
+def test_unpinned_revision_is_resolved_recorded_and_warned(hub, tmp_path):
+    """Issue 15 item 11: revision main/v1.0 -> the commit, in the result and the record, with a warning."""
+    result, _out = run_module(_args(hub, tmp_path / "m", revision="v1.0"))
+    assert result["revision"] == hub.v1 and result["requested_revision"] == "v1.0"
+    warnings = json.dumps(result.get("warnings", []))  # ansible-core 2.19: structured WarningSummary entries
+    assert "pin revision to that commit" in warnings and hub.v1 in warnings, result
+    record = json.loads((tmp_path / "m" / ".gpufleet-weights" / "record.json").read_text())
+    assert record["revision"] == hub.v1
+    pinned, _out = run_module(_args(hub, tmp_path / "m", revision=hub.v1))
+    assert not pinned.get("warnings") and not pinned["changed"]
