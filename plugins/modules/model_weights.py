@@ -80,6 +80,15 @@ options:
   path:
     description: Source directory for O(source=local), for example an NFS mount holding the snapshot.
     type: path
+  follow_links:
+    description:
+      - With O(source=local), follow symbolic links found under O(path), but only to files and folders
+        that are themselves inside O(path); a link leading outside it is always refused.
+      - By default any link under O(path) is refused with an error naming it, so a link to a root-only
+        file can never be copied into O(dest).
+      - Links inside O(dest) are never followed (the module runs as root in a tree the serving user owns).
+    type: bool
+    default: false
   verify:
     description:
       - V(cached) trusts a file whose size, mtime and inode still equal the record and re-hashes only the
@@ -90,7 +99,7 @@ options:
     choices: [cached, full]
     default: cached
   workers:
-    description: Files fetched or hashed in parallel.
+    description: Files fetched or hashed in parallel (1 to 256).
     type: int
     default: 4
   allow_patterns:
@@ -105,22 +114,35 @@ options:
   token:
     description:
       - Hub access token for private or gated repositories, sent only to the O(endpoint) host (never to
-        the CDN it redirects to). Falls back to the E(HF_TOKEN) environment variable on the target.
+        the CDN it redirects to, never to an O(source=http) mirror, never over plain http unless
+        O(token_over_http)). Falls back to the E(HF_TOKEN) environment variable on the target.
       - Never logged, returned or written to disk by this module.
     type: str
+  token_over_http:
+    description:
+      - Send O(token) to an C(http://) O(endpoint) (plain text on the wire). Off by default - the token is
+        then withheld with a warning; set it only for a trusted internal hub mirror on a private network.
+      - The token only ever goes to the O(endpoint) host; never to O(url), an http(s) O(manifest), or a host a
+        redirect leads to.
+    type: bool
+    default: false
   endpoint:
     description: Hub endpoint, for example an internal hub mirror. Defaults to E(HF_ENDPOINT) or C(https://huggingface.co).
     type: str
   owner:
-    description: Owner of the snapshot files and folders (the serving user).
+    description: Owner (name or uid) of the snapshot files and folders (the serving user). An unknown
+      name fails before anything is downloaded.
     type: str
   group:
-    description: Group of the snapshot files and folders.
+    description: Group (name or gid) of the snapshot files and folders. An unknown name fails before anything
+      is downloaded.
     type: str
   mode:
     description:
-      - Octal mode of the snapshot files, for example C('0644'). Folders get the same bits plus
-        C(x) wherever C(r) is set.
+      - Octal mode of the snapshot files as a quoted string, for example C('0644'). Folders get the same bits
+        plus C(x) wherever C(r) is set.
+      - A number is refused. YAML reads an unquoted C(mode=644) as the decimal 644 (octal 1204) and an
+        unquoted C(0644) as 420, so a number cannot say which mode was meant.
     type: raw
     default: '0644'
 notes:
@@ -169,6 +191,12 @@ revision:
   returned: always
   type: str
   sample: 9c6bdf5a4e8e6b4f2c1f0d6f1c6c0e3c1b9f2a7d
+requested_revision:
+  description: O(revision) as given (O(source=hf)); a branch or tag here and a commit id in RV(revision) means
+    the snapshot was not pinned (a warning says so).
+  returned: when source is hf
+  type: str
+  sample: main
 source:
   description: The source kind used.
   returned: always
@@ -242,22 +270,47 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError, run_guarded
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.errors import WeightsError
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.fetch import HttpClient
-from ansible_collections.gpufleet.vllm.plugins.module_utils.weights import sources
-from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.snapshot import sync
+from ansible_collections.gpufleet.vllm.plugins.module_utils.weights import safefs, sources
+from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.snapshot import RECORD_NAME, sync
+from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.manifest import STATE_DIR
+
+ARGUMENT_SPEC = dict(
+    dest=dict(type="path", required=True),
+    source=dict(type="str", default="hf", choices=["hf", "http", "local"]),
+    repo_id=dict(type="str"),
+    revision=dict(type="str", default="main"),
+    url=dict(type="str"),
+    manifest=dict(type="str"),
+    path=dict(type="path"),
+    follow_links=dict(type="bool", default=False),
+    verify=dict(type="str", default="cached", choices=["cached", "full"]),
+    workers=dict(type="int", default=4),
+    allow_patterns=dict(type="list", elements="str"),
+    ignore_patterns=dict(type="list", elements="str"),
+    token=dict(type="str", no_log=True, fallback=(env_fallback, ["HF_TOKEN"])),
+    token_over_http=dict(type="bool", default=False),
+    endpoint=dict(type="str"),
+    owner=dict(type="str"),
+    group=dict(type="str"),
+    mode=dict(type="raw", default="0644"),
+)
+MAX_WORKERS = 256
 
 
 def parse_mode(value):
-    """'0644' / '644' / 420 -> 0o644; symbolic modes are refused with a fix."""
-    if isinstance(value, int):
-        return value
-    text = str(value).strip()
-    try:
-        mode = int(text, 8)
-    except ValueError:
+    """'0644' / '644' -> 0o644. An int is refused: YAML turns an unquoted ``mode: 644`` into the
+    decimal 644 (0o1204) and ``mode: 0644`` into 420, so an int cannot say which the user meant."""
+    if isinstance(value, bool) or not isinstance(value, str):
+        raise WeightsError("mode %r is not a quoted octal string: YAML reads an unquoted mode: 644 as the decimal "
+                           "number 644 (octal 1204); write it quoted, for example mode: '0644'" % (value,))
+    text = value.strip()
+    if not text or len(text) > 5 or any(c not in "01234567" for c in text):
         raise WeightsError("mode %r is not an octal mode; write it quoted, for example mode: '0644'" % (value,))
-    if mode < 0 or mode > 0o7777:
+    mode = int(text, 8)
+    if mode > 0o7777:
         raise WeightsError("mode %r is out of range; use an octal mode such as '0644'" % (value,))
     return mode
 
@@ -266,52 +319,127 @@ def dir_mode(mode):
     return mode | ((mode & 0o444) >> 2)
 
 
-def build_source(params, client):
+def resolve_id(name, kind):
+    """uid/gid of an owner/group name or number, refused with a fix BEFORE anything is downloaded."""
+    import grp
+    import pwd
+    if name is None:
+        return None
+    text = str(name).strip()
+    lookup = pwd.getpwnam if kind == "owner" else grp.getgrnam
+    try:
+        return lookup(text).pw_uid if kind == "owner" else lookup(text).gr_gid
+    except (KeyError, UnicodeError, ValueError):
+        pass
+    if text.isdigit() and int(text) < 2 ** 32 - 1:
+        return int(text)
+    what = "user" if kind == "owner" else "group"
+    raise UserError("%s %r: no such %s on the target; create it first (the model_weights role's "
+                    "model_weights_create_owner does) or fix %s" % (kind, name, what, kind), option=kind)
+
+
+def check_params(params):
+    """Option checks AnsibleModule cannot express; each message names the option and the fix."""
+    workers = params["workers"]
+    if workers < 1 or workers > MAX_WORKERS:
+        raise UserError("workers must be between 1 and %d (got %d)" % (MAX_WORKERS, workers), option="workers")
+    for name in ("dest", "repo_id", "revision", "url", "manifest", "path", "endpoint"):
+        value = params[name]
+        if value is not None and any(c in value for c in "\x00\r\n"):
+            raise UserError("%s must not contain a newline or NUL character (got %r)" % (name, value), option=name)
+    for name in ("allow_patterns", "ignore_patterns"):
+        for pat in params[name] or []:
+            if not pat or any(c in pat for c in "\x00\r\n"):
+                raise UserError("%s: %r is not a usable pattern (empty, newline or NUL)" % (name, pat), option=name)
+    for name in ("url", "endpoint"):
+        value = params[name]
+        if value and not value.startswith(("http://", "https://")):
+            raise UserError("%s %r must start with http:// or https://" % (name, value), option=name)
+
+
+def hub_endpoint(params):
+    return (params["endpoint"] or os.environ.get("HF_ENDPOINT") or sources.DEFAULT_ENDPOINT).rstrip("/")
+
+
+def hub_token(params, warnings):
+    """The token, or None where it may not go: it is bound to the hub endpoint, never plain http
+    unless token_over_http says so (a warning says it was withheld)."""
+    token = params["token"]
+    if not token or params["source"] != "hf":
+        return None
+    endpoint = hub_endpoint(params)
+    if not endpoint.startswith("https://") and not params["token_over_http"]:
+        warnings.append("token (or HF_TOKEN) was NOT sent: endpoint %s is plain http; use https, or set "
+                        "token_over_http: true for a trusted internal hub mirror" % endpoint)
+        return None
+    return token
+
+
+def build_source(params, client, token=None):
     kind = params["source"]
     allow, ignore = params["allow_patterns"], params["ignore_patterns"]
     if kind == "hf":
-        endpoint = params["endpoint"] or os.environ.get("HF_ENDPOINT") or sources.DEFAULT_ENDPOINT
-        return sources.HfSource(client, params["repo_id"], params["revision"], endpoint, params["token"],
+        return sources.HfSource(client, params["repo_id"], params["revision"], hub_endpoint(params), token,
                                 allow, ignore)
     if kind == "http":
         return sources.HttpSource(client, params["url"], params["manifest"], allow, ignore)
     return sources.LocalSource(client, params["path"], params["manifest"], allow, ignore, params["workers"],
-                               _local_cache(params["dest"]))
+                               _local_cache(params["dest"]), follow_links=params["follow_links"])
 
 
 def _local_cache(dest):
     """Source-file digests cached in the record by a previous local run (size + mtime keyed)."""
     import json
-    from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.snapshot import state_paths
     try:
-        with open(state_paths(dest)["record"]) as handle:
-            data = json.load(handle)
-        cache = data.get("source_files")
-        return cache if isinstance(cache, dict) else {}
-    except (IOError, OSError, ValueError):
+        state = os.open(os.path.join(dest, STATE_DIR), os.O_RDONLY | safefs.DIRECTORY | safefs.NOFOLLOW)
+    except OSError:
         return {}
+    try:
+        data = json.loads(safefs.read_text(state, RECORD_NAME, RECORD_NAME) or "{}")
+        cache = data.get("source_files") if isinstance(data, dict) else None
+        return cache if isinstance(cache, dict) else {}
+    except (IOError, OSError, ValueError, WeightsError):
+        return {}
+    finally:
+        os.close(state)
+
+
+def body(module):
+    params = module.params
+    check_params(params)
+    if params["source"] == "hf":
+        hf_api, hf_error = sources.load_hf_api()
+        if hf_api is None:
+            raise UserError(missing_required_lib("huggingface_hub", reason="for source: hf") +
+                            " (or use source: http against a fleet mirror)", exception=hf_error)
+    attrs = safefs.Attrs(resolve_id(params["owner"], "owner"), resolve_id(params["group"], "group"),
+                         parse_mode(params["mode"]))
+    warnings = []
+    token = hub_token(params, warnings)
+    client = HttpClient(token=token, token_url=hub_endpoint(params) if token else None,
+                        token_over_http=params["token_over_http"])
+    try:
+        source = build_source(params, client, token)
+        result = sync(params["dest"], source, verify=params["verify"], workers=params["workers"],
+                      check_mode=module.check_mode, attrs=attrs)
+    finally:
+        client.close()
+    if params["source"] == "hf":
+        result["requested_revision"] = params["revision"]
+        if params["revision"] != result["revision"]:
+            warnings.append("revision %r is a branch or tag and resolved to commit %s; pin revision to that commit "
+                            "so every host gets the same snapshot" % (params["revision"], result["revision"]))
+    diff = result.pop("diff", None)
+    for warning in warnings + result.pop("warnings", []):
+        module.warn(warning)
+    if module._diff and diff is not None:
+        result["diff"] = diff
+    return result
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            dest=dict(type="path", required=True),
-            source=dict(type="str", default="hf", choices=["hf", "http", "local"]),
-            repo_id=dict(type="str"),
-            revision=dict(type="str", default="main"),
-            url=dict(type="str"),
-            manifest=dict(type="str"),
-            path=dict(type="path"),
-            verify=dict(type="str", default="cached", choices=["cached", "full"]),
-            workers=dict(type="int", default=4),
-            allow_patterns=dict(type="list", elements="str"),
-            ignore_patterns=dict(type="list", elements="str"),
-            token=dict(type="str", no_log=True, fallback=(env_fallback, ["HF_TOKEN"])),
-            endpoint=dict(type="str"),
-            owner=dict(type="str"),
-            group=dict(type="str"),
-            mode=dict(type="raw", default="0644"),
-        ),
+        argument_spec=ARGUMENT_SPEC,
         required_if=[
             ("source", "hf", ["repo_id"]),
             ("source", "http", ["url"]),
@@ -319,41 +447,7 @@ def main():
         ],
         supports_check_mode=True,
     )
-    params = module.params
-    if params["workers"] < 1:
-        module.fail_json(msg="workers must be at least 1 (got %d)" % params["workers"])
-    if params["source"] == "hf":
-        hf_api, hf_error = sources.load_hf_api()
-        if hf_api is None:
-            module.fail_json(msg=missing_required_lib("huggingface_hub", reason="for source: hf") +
-                             " (or use source: http against a fleet mirror)", exception=hf_error)
-    try:
-        file_mode = parse_mode(params["mode"])
-    except WeightsError as exc:
-        module.fail_json(msg=exc.message)
-
-    def apply_attrs(path, is_dir):
-        changed = False
-        changed = module.set_owner_if_different(path, params["owner"], changed)
-        changed = module.set_group_if_different(path, params["group"], changed)
-        changed = module.set_mode_if_different(path, dir_mode(file_mode) if is_dir else file_mode, changed)
-        return changed
-
-    client = HttpClient(token=params["token"])
-    try:
-        source = build_source(params, client)
-        result = sync(params["dest"], source, verify=params["verify"], workers=params["workers"],
-                      check_mode=module.check_mode, apply_attrs=apply_attrs, file_mode=file_mode)
-    except WeightsError as exc:
-        details = dict(exc.details)
-        module.fail_json(msg=exc.message, **details)
-    finally:
-        client.close()
-    diff = result.pop("diff", None)
-    for warning in result.pop("warnings", []):
-        module.warn(warning)
-    if module._diff and diff is not None:
-        result["diff"] = diff
+    result = run_guarded(module, body, "model_weights")
     module.exit_json(**result)
 
 

@@ -98,11 +98,12 @@ def test_hub_serving_wrong_bytes_is_refused(hub, tmp_path, path, fragment):
 
 def test_private_repo_token_from_env_not_sent_to_cdn_not_in_output(hub, tmp_path):
     dest = tmp_path / "m"
-    result, out = run_module(_args(hub, dest, repo_id="fake-org/Private"), env={"HF_TOKEN": TOKEN})
+    # the fake hub listens on plain http: the token goes there only because token_over_http says so
+    result, out = run_module(_args(hub, dest, repo_id="fake-org/Private", token_over_http=True), env={"HF_TOKEN": TOKEN})
     assert result["changed"] and result["file_count"] == 1, result
     assert TOKEN not in out
     assert all(e["auth_ok"] for e in hub.log if e["host"].startswith("127.0.0.1"))
-    big, out = run_module(_args(hub, tmp_path / "m2", revision="v1.0"), env={"HF_TOKEN": TOKEN})
+    big, out = run_module(_args(hub, tmp_path / "m2", revision="v1.0", token_over_http=True), env={"HF_TOKEN": TOKEN})
     assert big["changed"] and TOKEN not in out
     cdn = [e for e in hub.log if e["path"].startswith("/cdn/")]
     assert cdn and not any(e["auth_sent"] for e in cdn), "the token was forwarded to the CDN host"
@@ -120,7 +121,7 @@ def test_token_never_in_ansible_vvv(hub, tmp_path):
     ansible = os.path.join(os.path.dirname(sys.executable), "ansible")
     outputs = []
     for repo, token in (("fake-org/Private", TOKEN), ("fake-org/Private", TOKEN[:-1] + "X")):
-        args = _args(hub, tmp_path / "m", repo_id=repo, token=token)
+        args = _args(hub, tmp_path / "m", repo_id=repo, token=token, token_over_http=True)
         proc = subprocess.run(
             [ansible, "localhost", "-i", "localhost,", "-c", "local", "-vvv", "-m", "gpufleet.vllm.model_weights",
              "-a", json.dumps(args), "-e", "ansible_python_interpreter=%s" % sys.executable],
@@ -133,3 +134,15 @@ def test_token_never_in_ansible_vvv(hub, tmp_path):
     for text in (ok, failed, log):
         assert TOKEN not in text and TOKEN[:-1] + "X" not in text
     assert "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER" in ok  # the invocation shows the token masked
+
+
+def test_unpinned_revision_is_resolved_recorded_and_warned(hub, tmp_path):
+    """Issue 15 item 11: revision main/v1.0 -> the commit, in the result and the record, with a warning."""
+    result, _out = run_module(_args(hub, tmp_path / "m", revision="v1.0"))
+    assert result["revision"] == hub.v1 and result["requested_revision"] == "v1.0"
+    warnings = json.dumps(result.get("warnings", []))  # ansible-core 2.19: structured WarningSummary entries
+    assert "pin revision to that commit" in warnings and hub.v1 in warnings, result
+    record = json.loads((tmp_path / "m" / ".gpufleet-weights" / "record.json").read_text())
+    assert record["revision"] == hub.v1
+    pinned, _out = run_module(_args(hub, tmp_path / "m", revision=hub.v1))
+    assert not pinned.get("warnings") and not pinned["changed"]

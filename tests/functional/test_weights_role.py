@@ -17,17 +17,20 @@ from weights_support import ROOT, StaticServer, collections_path, tree, write_fi
 MIB = 1024 * 1024
 
 
-def play(tmp_path, extra, check=False):
+def play(tmp_path, extra, check=False, inventory=None, verbose=False):
     playbook = tmp_path / "play.yml"
-    playbook.write_text("- hosts: localhost\n  gather_facts: false\n  roles:\n    - gpufleet.vllm.model_weights\n")
+    playbook.write_text("- hosts: %s\n  gather_facts: false\n  roles:\n    - gpufleet.vllm.model_weights\n"
+                        % ("all" if inventory else "localhost"))
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path(), ANSIBLE_NOCOLOR="1",
                ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
                ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default", ANSIBLE_CALLBACK_RESULT_FORMAT="yaml")
     base = ["-e", "ansible_python_interpreter=%s" % sys.executable]
     extra_file = tmp_path / "extra.json"
     extra_file.write_text(json.dumps(extra))
-    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
-                           "-c", "local", str(playbook), "-e", "@%s" % extra_file] + base + (["--check"] if check else []),
+    target = ["-i", inventory] if inventory else ["-i", "localhost,", "-c", "local"]
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook")] + target +
+                          [str(playbook), "-e", "@%s" % extra_file] + base + (["--check"] if check else []) +
+                          (["-vvv"] if verbose else []),
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=ROOT, timeout=600, check=False)
     return proc.returncode, proc.stdout.decode()
 
@@ -76,3 +79,44 @@ def test_role_check_mode_and_free_space_refusal(served, tmp_path):
         assert rc != 0 and "model_storage_free_bytes" in out and "Grow the model" in out, out[-3000:]
         assert not dest.exists()
         assert set(server.sent) == {"SHA256SUMS"}
+
+
+def test_fleet_with_different_resolved_revisions_warns_then_fails_when_asked(served, tmp_path):
+    """Issue 15 item 11: two hosts resolving different snapshots are reported (fails on round 1: silent)."""
+    other = tmp_path / "other"
+    (other / "SHA256SUMS").parent.mkdir(parents=True)
+    (other / "SHA256SUMS").write_text(write_files(str(other), {"config.json": b'{"v": 2}'}))
+    with StaticServer(str(served)) as one, StaticServer(str(other)) as two:
+        inventory = tmp_path / "hosts.yml"
+        inventory.write_text(json.dumps({"all": {"hosts": {
+            "h1": {"model_weights_url": one.url, "model_weights_manifest": one.url + "/SHA256SUMS",
+                   "model_weights_dest": str(tmp_path / "d1")},
+            "h2": {"model_weights_url": two.url, "model_weights_manifest": two.url + "/SHA256SUMS",
+                   "model_weights_dest": str(tmp_path / "d2")}},
+            "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}))
+        base = _vars(one, tmp_path / "unused")
+        for key in ("model_weights_url", "model_weights_manifest", "model_weights_dest"):
+            base.pop(key)
+        for strict in (False, True):
+            rc, out = play(tmp_path, dict(base, model_weights_require_same_revision=strict), check=True,
+                           inventory=str(inventory))
+            assert "resolved 2 different revisions" in out or strict, out[-4000:]
+            assert (rc != 0) is strict, out[-4000:]
+            if strict:
+                assert "model_weights_require_same_revision is true" in out
+    assert not (tmp_path / "d1").exists() and not (tmp_path / "d2").exists()
+
+
+def test_unquoted_mode_is_refused_by_the_role(served, tmp_path):
+    with StaticServer(str(served)) as server:
+        rc, out = play(tmp_path, _vars(server, tmp_path / "d", model_weights_mode=644), check=True)
+    assert rc != 0 and "quoted octal string" in out and "644" in out, out[-3000:]
+
+
+def test_role_token_masked_in_vvv(served, tmp_path):
+    """The role's argument validation echoes the role's variables with -vvv; the token must be masked there."""
+    token = "hf_ROLEtokenDoNotLog0123456789"
+    with StaticServer(str(served)) as server:
+        rc, out = play(tmp_path, _vars(server, tmp_path / "d", model_weights_token=token), check=True,
+                       verbose=True)
+    assert rc == 0 and token not in out, out[-3000:]

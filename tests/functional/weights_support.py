@@ -119,6 +119,7 @@ class StaticServer(object):
         self.rate = rate
         self.sent = {}
         self.requests = []
+        self.auth = []              # (path, Authorization header or None) per request: token scope tests
         self.override = {}
         self._lock = threading.Lock()
         server = self
@@ -136,6 +137,7 @@ class StaticServer(object):
                 rel = unquote(urlsplit(self.path).path).lstrip("/")
                 with server._lock:
                     server.requests.append((self.command, rel, self.headers.get("Range")))
+                    server.auth.append((rel, self.headers.get("Authorization")))
                 full = os.path.join(server.root, rel)
                 if rel in server.override:
                     data = server.override[rel]

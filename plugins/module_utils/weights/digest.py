@@ -53,26 +53,31 @@ class Digest(object):
 
 def hash_file(path, git_size=None, chunk_bytes=CHUNK_BYTES, limit=None, progress=None):
     """Hash a file (or its first ``limit`` bytes) with one reusable buffer; returns a Digest."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return hash_fd(fd, git_size, chunk_bytes, limit, progress)
+    finally:
+        os.close(fd)
+
+
+def hash_fd(fd, git_size=None, chunk_bytes=CHUNK_BYTES, limit=None, progress=None):
+    """hash_file over an open fd (opened without following links by the caller)."""
     digest = Digest(git_size=git_size)
     buf = bytearray(chunk_bytes)
     view = memoryview(buf)
     remaining = limit
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        if hasattr(os, "posix_fadvise"):
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
-        while True:
-            want = chunk_bytes if remaining is None else min(chunk_bytes, remaining)
-            if want <= 0:
-                break
-            n = os.readv(fd, [view[:want]])
-            if not n:
-                break
-            digest.update(view[:n])
-            if progress is not None:
-                progress(n)
-            if remaining is not None:
-                remaining -= n
-    finally:
-        os.close(fd)
+    if hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+    while True:
+        want = chunk_bytes if remaining is None else min(chunk_bytes, remaining)
+        if want <= 0:
+            break
+        n = os.readv(fd, [view[:want]])
+        if not n:
+            break
+        digest.update(view[:n])
+        if progress is not None:
+            progress(n)
+        if remaining is not None:
+            remaining -= n
     return digest

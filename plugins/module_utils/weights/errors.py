@@ -5,14 +5,14 @@
 
 from __future__ import annotations
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
 
-class WeightsError(Exception):
+
+class WeightsError(UserError):
     """A failure with a message that names the cause and the fix.
 
     ``details`` carries structured facts for the module result (expected/actual digest, url, path).
     """
 
     def __init__(self, message, **details):
-        super(WeightsError, self).__init__(message)
-        self.message = message
-        self.details = details
+        super(WeightsError, self).__init__(message, **details)

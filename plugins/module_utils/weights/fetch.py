@@ -16,6 +16,7 @@ import errno
 import os
 import socket
 import ssl
+import stat
 import threading
 
 try:  # Python 3
@@ -77,6 +78,7 @@ class WriteBehind(object):
 USER_AGENT = "gpufleet.vllm-model_weights/1"
 RETRIES = 3
 _REDIRECTS = (301, 302, 303, 307, 308)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 def redact_url(url):
@@ -115,18 +117,37 @@ class HttpError(WeightsError):
         self.status = status
 
 
+def url_origin(url):
+    """(scheme, host[:port]) of ``url``, lower-cased, without user:password@ - what a token is bound to."""
+    parts = urlsplit(url)
+    return parts.scheme.lower(), parts.netloc.rsplit("@", 1)[-1].lower()
+
+
 class HttpClient(object):
     """http.client with one keep-alive connection per thread and host, manual redirects.
 
-    The bearer token goes only to the host of the original URL: a redirect to another host (a CDN)
-    is followed without it. The token never appears in messages or results.
+    The bearer token is bound to one origin (``token_url``'s scheme and host: the hub endpoint). It
+    is sent only on requests that start at that origin and have not left it: a redirect to another
+    host (a CDN) drops it for the rest of the chain, a mirror or manifest host never sees it, and
+    plain http never carries it unless ``token_over_http`` says so. It never appears in messages.
     """
 
-    def __init__(self, token=None, timeout=60.0, ssl_context=None):
+    def __init__(self, token=None, token_url=None, token_over_http=False, timeout=60.0, ssl_context=None):
         self._token = token or None
+        self._token_origin = url_origin(token_url) if token_url else None
+        self._token_over_http = bool(token_over_http)
         self.timeout = timeout
         self._ssl = ssl_context
         self._local = threading.local()
+
+    def token_allowed(self, url):
+        """Would a request to ``url`` (first hop) carry the token?"""
+        if not self._token or self._token_origin is None:
+            return False
+        scheme, netloc = url_origin(url)
+        if scheme != "https" and not self._token_over_http:
+            return False
+        return (scheme, netloc) == self._token_origin
 
     def _connection(self, scheme, netloc, fresh=False):
         conns = getattr(self._local, "conns", None)
@@ -155,14 +176,15 @@ class HttpClient(object):
 
     def request(self, method, url, headers=None, what="request"):
         """Send a request, follow redirects; returns an open HTTPResponse with status < 300."""
-        origin = urlsplit(url).netloc.rsplit("@", 1)[-1]
         hdrs = dict(headers or {})
+        trusted = self.token_allowed(url)
         for _hop in range(10):
             parts = urlsplit(url)
             netloc = parts.netloc.rsplit("@", 1)[-1]
             send = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
             send.update(hdrs)
-            if self._token and netloc == origin:
+            trusted = trusted and self.token_allowed(url)  # once off the token's origin, never again
+            if trusted:
                 send["Authorization"] = "Bearer " + self._token
             target = urlunsplit(("", "", parts.path or "/", parts.query, ""))
             resp = None
@@ -248,9 +270,9 @@ class HttpStream(object):
 class LocalStream(object):
     """Read a local (or NFS) source file from ``offset``."""
 
-    def __init__(self, path, offset, what):
+    def __init__(self, path, offset, what, nofollow=True):
         try:
-            self.fd = os.open(path, os.O_RDONLY)
+            self.fd = os.open(path, os.O_RDONLY | (_NOFOLLOW if nofollow else 0))
         except OSError as exc:
             raise WeightsError("cannot read %s (%s): %s" % (path, what, exc.strerror))
         size = os.fstat(self.fd).st_size
@@ -264,11 +286,11 @@ class LocalStream(object):
         os.close(self.fd)
 
 
-def _feed_existing(path, digest, length, chunk_bytes):
+def _feed_existing(path, digest, length, chunk_bytes, dir_fd=None):
     """Hash the first ``length`` bytes of a partial temp file into ``digest``."""
     buf = bytearray(chunk_bytes)
     view = memoryview(buf)
-    fd = os.open(path, os.O_RDONLY)
+    fd = os.open(path, os.O_RDONLY | _NOFOLLOW, dir_fd=dir_fd)
     try:
         left = length
         while left > 0:
@@ -369,8 +391,24 @@ def _write_all(fd, view):
         view = view[n:]
 
 
-def fetch_to_temp(open_stream, spec, tmp_path, what, chunk_bytes=CHUNK_BYTES, progress=None, retries=RETRIES):
+def _partial_size(tmp_path, dir_fd, what):
+    """Size of the partial temp file (0 when absent); a link or non-file planted there is refused."""
+    try:
+        st = os.stat(tmp_path, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return 0
+    if not stat.S_ISREG(st.st_mode):
+        raise WeightsError("the partial download of %s (%s) is a symbolic link or not a regular file; "
+                           "model_weights never follows links in a tree another user can change: remove it and "
+                           "rerun" % (what, tmp_path), path=what)
+    return st.st_size
+
+
+def fetch_to_temp(open_stream, spec, tmp_path, what, chunk_bytes=CHUNK_BYTES, progress=None, retries=RETRIES,
+                  dir_fd=None):
     """Fill ``tmp_path`` with ``spec``'s bytes, resuming what is there; fsync; check the digest.
+
+    With ``dir_fd``, ``tmp_path`` is a name in that folder; it is never opened through a link.
 
     ``open_stream(offset)`` returns an HttpStream/LocalStream. Returns (digest, bytes_transferred).
     On a digest or size mismatch the temp file is removed and WeightsError says expected vs actual.
@@ -380,11 +418,7 @@ def fetch_to_temp(open_stream, spec, tmp_path, what, chunk_bytes=CHUNK_BYTES, pr
     attempt = 0
     while True:
         attempt += 1
-        offset = 0
-        try:
-            offset = os.stat(tmp_path).st_size
-        except OSError:
-            offset = 0
+        offset = _partial_size(tmp_path, dir_fd, what)
         if spec.size is not None and offset > spec.size:
             offset = 0
         digest = Digest(git_size=git_size)
@@ -395,8 +429,8 @@ def fetch_to_temp(open_stream, spec, tmp_path, what, chunk_bytes=CHUNK_BYTES, pr
             if stream.offset != offset:
                 offset = stream.offset  # no range support: start over
         if offset:
-            _feed_existing(tmp_path, digest, offset, chunk_bytes)
-        fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT, 0o600)
+            _feed_existing(tmp_path, digest, offset, chunk_bytes, dir_fd)
+        fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | _NOFOLLOW, 0o600, dir_fd=dir_fd)
         try:
             os.ftruncate(fd, offset)
             os.lseek(fd, offset, os.SEEK_SET)
@@ -427,7 +461,7 @@ def fetch_to_temp(open_stream, spec, tmp_path, what, chunk_bytes=CHUNK_BYTES, pr
             continue  # connection closed early: resume
         ok, expected, actual = digest_matches(spec, digest)
         if not ok:
-            os.unlink(tmp_path)
+            os.unlink(tmp_path, dir_fd=dir_fd)
             raise WeightsError(
                 "digest mismatch for %s: expected %s, got %s; the download was discarded and nothing was "
                 "placed at the final path. The source serves different bytes than its manifest/metadata: "

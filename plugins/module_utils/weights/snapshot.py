@@ -15,15 +15,18 @@ Layout inside ``dest``::
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import stat
 import threading
 import time
 
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.digest import hash_file
+from ansible_collections.gpufleet.vllm.plugins.module_utils.weights import safefs
+from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.digest import hash_fd
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.errors import WeightsError
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.fetch import fetch_to_temp
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.manifest import (
@@ -33,7 +36,7 @@ from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.plan import 
     check_space, space_needed, summarize_diff, throughput, triage,
 )
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.record import (
-    MISSING, OK, STALE, UNKNOWN, digest_matches, make_entry, new_record, parse_record, render_record,
+    OK, STALE, UNKNOWN, digest_matches, make_entry, new_record, parse_record, render_record,
 )
 
 try:
@@ -45,7 +48,7 @@ RECORD_NAME = "record.json"
 PROGRESS_NAME = "progress.json"
 
 
-def state_paths(dest):
+def state_paths(dest):  # for messages and results: every access goes through Tree's fds
     state = os.path.join(dest, STATE_DIR)
     return {
         "state": state,
@@ -63,43 +66,6 @@ def temp_name(spec):
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:40] + ".part"
 
 
-def atomic_write(path, text, mode=0o644, durable=True):
-    """Write via a temp file and rename; ``durable`` also fsyncs (not needed for progress.json)."""
-    tmp = "%s.%d.tmp" % (path, os.getpid())
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        data = text.encode("utf-8")
-        view = memoryview(data)
-        while len(view):
-            view = view[os.write(fd, view):]
-        if durable:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
-
-
-def fsync_dir(path):
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _stat(path):
-    try:
-        return os.stat(path)
-    except OSError:
-        return None
-
-
 def free_bytes(path):
     """Free bytes for an unprivileged writer on the filesystem holding ``path`` (or its nearest parent)."""
     probe = path
@@ -112,11 +78,80 @@ def free_bytes(path):
     return st.f_bavail * st.f_frsize
 
 
+class Tree(object):
+    """Folder fds of dest, its state folder and temp area, opened without following links.
+
+    In check mode nothing is created: a missing folder is None. Everything below dest is reached
+    through these fds (see safefs), so a link planted by the owner of dest is refused, not followed."""
+
+    def __init__(self, dest, create):
+        self.dest = dest
+        self.root = self.state = self.tmp = None
+        self.created = False
+        if not create and not os.path.isdir(dest):
+            return
+        self.created = create and not os.path.isdir(dest)
+        self.root = safefs.open_root(dest, create)
+        self.state = self._sub(self.root, STATE_DIR, os.path.join(dest, STATE_DIR), create)
+        if self.state is not None:
+            self.tmp = self._sub(self.state, "tmp", os.path.join(dest, STATE_DIR, "tmp"), create)
+
+    def _sub(self, parent, name, where, create):
+        if create and safefs.lstat_at(parent, name) is None:
+            self.created = True
+        elif not create and safefs.lstat_at(parent, name) is None:
+            return None
+        return safefs.open_dir(parent, name, where, create)
+
+    def close(self):
+        for fd in (self.tmp, self.state, self.root):
+            if fd is not None:
+                os.close(fd)
+
+    def where(self, rel):
+        return os.path.join(self.dest, rel)
+
+    def parent_fd(self, rel, create=False):
+        """(fd of rel's folder, leaf name), or (None, leaf) when the folder is missing (no create)."""
+        parts = rel.split("/")
+        try:
+            return safefs.open_dirs(self.root, parts[:-1], self.dest, create=create), parts[-1]
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT,):
+                return None, parts[-1]
+            raise
+
+    def lstat(self, rel):
+        """lstat of a snapshot file; None when absent; a link or non-file there is refused."""
+        if self.root is None:
+            return None
+        fd, leaf = self.parent_fd(rel)
+        if fd is None:
+            return None
+        try:
+            st = safefs.lstat_at(fd, leaf)
+        finally:
+            os.close(fd)
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            raise safefs.link_refused(self.where(rel))
+        return st
+
+    def open_file(self, rel):
+        fd, leaf = self.parent_fd(rel)
+        if fd is None:
+            raise OSError(errno.ENOENT, "No such file or directory", self.where(rel))
+        try:
+            return safefs.open_file(fd, leaf, self.where(rel))
+        finally:
+            os.close(fd)
+
+
 class Progress(object):
     """Thread-safe counters, written to progress.json about once a second by a background thread."""
 
-    def __init__(self, path, phase, files_total, bytes_total):
+    def __init__(self, path, phase, files_total, bytes_total, dir_fd=None):
         self.path = path
+        self.dir_fd = dir_fd
         self.lock = threading.Lock()
         self.state = {"phase": phase, "files_total": files_total, "files_done": 0,
                       "bytes_total": bytes_total, "bytes_done": 0, "started": time.time()}
@@ -144,7 +179,8 @@ class Progress(object):
     def write(self):
         if self.path:
             try:
-                atomic_write(self.path, json.dumps(self.snapshot(), sort_keys=True) + "\n", durable=False)
+                safefs.atomic_write(self.dir_fd, PROGRESS_NAME if self.dir_fd is not None else self.path,
+                                    json.dumps(self.snapshot(), sort_keys=True) + "\n", self.path, durable=False)
             except OSError:
                 pass
 
@@ -168,212 +204,273 @@ class Progress(object):
         return False
 
 
-def _hash_spec(path, spec, progress=None):
-    git_size = spec.size if (not spec.sha256 and spec.git_oid) else None
-    if git_size is None and spec.git_oid and not spec.sha256:
-        git_size = os.stat(path).st_size
-    return hash_file(path, git_size=git_size, progress=progress)
+class SyncOptions(object):
+    """How to sync: verification depth, parallelism, check mode, owner/group/mode, test knobs."""
+
+    def __init__(self, verify="cached", workers=4, check_mode=False, attrs=None, chunk_bytes=None, clock=time.time):
+        self.full = verify == "full"
+        self.workers = max(1, int(workers))
+        self.check_mode = check_mode
+        self.attrs = attrs
+        self.chunk_bytes = chunk_bytes
+        self.clock = clock
 
 
-def sync(dest, source, verify="cached", workers=4, check_mode=False, apply_attrs=None, file_mode=0o644,
-         chunk_bytes=None, clock=time.time):
+class Run(object):
+    """The state of one sync: the tree's fds, the old record, the files verified so far, the result."""
+
+    def __init__(self, dest, source, opts, tree):
+        self.dest, self.source, self.opts, self.tree = dest, source, opts, tree
+        self.paths = state_paths(dest)
+        self.started = opts.clock()
+        self.record_lock = threading.Lock()
+        self.new_files = {}
+        self.record_text = None
+        self.record = new_record()
+        self.result = {"changed": tree.created, "revision": source.revision, "source": source.kind,
+                       "snapshot_dir": dest, "fetched": [], "repaired": [], "downloaded_bytes": 0,
+                       "hashed_bytes": 0, "manifest": self.paths["manifest"], "record": self.paths["record"],
+                       "warnings": []}
+
+
+def sync(dest, source, verify="cached", workers=4, check_mode=False, attrs=None, chunk_bytes=None, clock=time.time):
     """Make ``dest`` hold ``source``'s snapshot, verified. Returns the result dict of the module.
 
-    ``apply_attrs(path, is_dir)`` (optional) sets owner/group/mode and returns True when it changed
-    something; it runs on temp files before promotion and on existing files and folders.
-    """
-    started = clock()
+    ``attrs`` (safefs.Attrs, optional) is the owner/group/mode of files and folders; it is set through
+    fds on temp files before promotion and on existing files and folders."""
+    opts = SyncOptions(verify, workers, check_mode, attrs, chunk_bytes, clock)
     dest = os.path.abspath(dest)
-    paths = state_paths(dest)
-    full = verify == "full"
-    workers = max(1, int(workers))
-    result = {"changed": False, "revision": source.revision, "source": source.kind, "snapshot_dir": dest,
-              "fetched": [], "repaired": [], "downloaded_bytes": 0, "hashed_bytes": 0,
-              "manifest": paths["manifest"], "record": paths["record"], "warnings": []}
-
-    record_text = None
-    if os.path.exists(paths["record"]):
-        with open(paths["record"], "r") as handle:
-            record_text = handle.read()
-    if record_text is not None:
-        record, problem = parse_record(record_text)
-        if problem:
-            result["warnings"].append(problem)
-    else:
-        record = new_record()
-    old_files = record.get("files", {})
-
-    lock_fd = None
-    if not check_mode:
-        for folder in (dest, paths["state"], paths["tmp"]):
-            if not os.path.isdir(folder):
-                os.makedirs(folder, 0o755)
-                result["changed"] = True
-        lock_fd = os.open(paths["lock"], os.O_WRONLY | os.O_CREAT, 0o644)
-        if fcntl is not None:
-            try:
-                fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except (IOError, OSError):
-                os.close(lock_fd)
-                raise WeightsError("another model_weights run holds %s; wait for it to finish (or remove a "
-                                   "stale async job) and rerun" % paths["lock"])
+    tree = Tree(dest, create=not check_mode)
     try:
-        return _sync_locked(dest, source, paths, record, old_files, full, workers, check_mode, apply_attrs,
-                            file_mode, chunk_bytes, clock, started, result, record_text)
+        run = Run(dest, source, opts, tree)
+        _load_record(run)
+        lock_fd = None if check_mode else _lock(tree, run.paths["lock"])
+        try:
+            return _sync_locked(run)
+        finally:
+            if lock_fd is not None:
+                os.close(lock_fd)
     finally:
-        if lock_fd is not None:
+        tree.close()
+
+
+def _lock(tree, where):
+    lock_fd = os.open("lock", os.O_WRONLY | os.O_CREAT | safefs.NOFOLLOW | safefs.CLOEXEC, 0o644, dir_fd=tree.state)
+    if fcntl is not None:
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except (IOError, OSError):
             os.close(lock_fd)
+            raise WeightsError("another model_weights run holds %s; wait for it to finish (or remove a "
+                               "stale async job) and rerun" % where)
+    return lock_fd
 
 
-def _sync_locked(dest, source, paths, record, old_files, full, workers, check_mode, apply_attrs, file_mode,
-                 chunk_bytes, clock, started, result, record_text):
-    specs = source.specs
-    stats = dict((s.path, _stat(os.path.join(dest, s.path))) for s in specs)
-    triaged = triage(specs, old_files, stats, full=full)
-    new_files = {}
+def _load_record(run):
+    if run.tree.state is not None:
+        run.record_text = safefs.read_text(run.tree.state, RECORD_NAME, run.paths["record"])
+    if run.record_text is not None:
+        run.record, problem = parse_record(run.record_text)
+        if problem:
+            run.result["warnings"].append("%s: %s" % (run.paths["record"], problem))
+
+
+def _sync_locked(run):
+    """The named steps of a sync; check mode stops after the plan."""
+    stats, repair = _verify_existing(run)
+    todo = _plan(run, stats, repair)
+    if run.opts.check_mode:
+        return _finish_check(run, stats, todo)
+    fetch_started = run.opts.clock()
+    if todo:
+        _fetch_all(run, todo)
+        run.result["changed"] = True
+    fetch_elapsed = run.opts.clock() - fetch_started
+    _settle(run)
+    return _finish(run.result, run.source, stats, run.new_files, run.started, run.opts.clock, fetch_elapsed)
+
+
+def _verify_existing(run):
+    """Triage every file against the record; hash what cannot be trusted (all with verify: full)."""
+    specs, tree = run.source.specs, run.tree
+    old_files = run.record.get("files", {})
+    stats = dict((s.path, tree.lstat(s.path)) for s in specs)
+    triaged = triage(specs, old_files, stats, full=run.opts.full)
     for spec in triaged[OK]:
-        new_files[spec.path] = old_files[spec.path]
-
-    # 1. hash what cannot be trusted from the record (all of it with verify: full)
+        run.new_files[spec.path] = old_files[spec.path]
     repair = list(triaged[STALE])
     to_hash = triaged[UNKNOWN]
-    if to_hash:
-        hash_total = sum(stats[s.path].st_size for s in to_hash)
-        progress_path = None if check_mode else paths["progress"]
-        with Progress(progress_path, "verify", len(to_hash), hash_total) as progress:
-            def check(spec):
-                path = os.path.join(dest, spec.path)
-                digest = _hash_spec(path, spec, progress.add)
-                progress.file_done()
-                return spec, digest, _stat(path)
+    if not to_hash:
+        return stats, repair
+    hash_total = sum(stats[s.path].st_size for s in to_hash)
+    progress_path = None if run.opts.check_mode else run.paths["progress"]
+    with Progress(progress_path, "verify", len(to_hash), hash_total, tree.state) as progress:
+        def check(spec):
+            fd = tree.open_file(spec.path)
+            try:
+                digest = _hash_spec(fd, spec, progress.add)
+                st = os.fstat(fd)
+            except OSError as exc:  # EIO on a failing disk: name the file
+                raise OSError(exc.errno, exc.strerror, tree.where(spec.path))
+            finally:
+                os.close(fd)
+            progress.file_done()
+            return spec, digest, st
 
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                for spec, digest, st in pool.map(check, to_hash):
-                    result["hashed_bytes"] += digest.nbytes
-                    ok, _expected, _actual = digest_matches(spec, digest)
-                    if ok and st is not None:
-                        new_files[spec.path] = make_entry(spec, st, digest.sha256_hex(), digest.git_hex())
-                    else:
-                        repair.append(spec)
-    fetch = list(triaged[MISSING])
+        with ThreadPoolExecutor(max_workers=run.opts.workers) as pool:
+            for spec, digest, st in pool.map(check, to_hash):
+                run.result["hashed_bytes"] += digest.nbytes
+                ok, _expected, _actual = digest_matches(spec, digest)
+                if ok:
+                    run.new_files[spec.path] = make_entry(spec, st, digest.sha256_hex(), digest.git_hex())
+                else:
+                    repair.append(spec)
+    return stats, repair
+
+
+def _hash_spec(fd, spec, progress=None):
+    git_size = spec.size if (not spec.sha256 and spec.git_oid) else None
+    if git_size is None and spec.git_oid and not spec.sha256:
+        git_size = os.fstat(fd).st_size
+    return hash_fd(fd, git_size=git_size, progress=progress)
+
+
+def _plan(run, stats, repair):
+    """Files to fetch (missing) and repair, sizes, the free-space check, the diff."""
+    fetch = [s for s in run.source.specs if stats[s.path] is None]
     todo = fetch + repair
-
-    # 2. sizes, free space
-    source.fill_sizes(todo, workers)
+    run.source.fill_sizes(todo, run.opts.workers)
     partial = {}
     for spec in todo:
-        st = _stat(os.path.join(paths["tmp"], temp_name(spec)))
+        st = safefs.lstat_at(run.tree.tmp, temp_name(spec)) if run.tree.tmp is not None else None
         if st is not None:
             partial[spec.path] = st.st_size
     needed = space_needed(todo, partial)
-    result["needed_bytes"] = needed
+    run.result["needed_bytes"] = needed
     if todo:
-        check_space(needed, free_bytes(paths["tmp"] if os.path.isdir(paths["tmp"]) else dest), dest)
+        check_space(needed, free_bytes(run.paths["tmp"] if run.tree.tmp is not None else run.dest), run.dest)
+    run.result["fetched"] = sorted(s.path for s in fetch)
+    run.result["repaired"] = sorted(s.path for s in repair)
+    run.result["diff"] = summarize_diff(list(run.new_files), fetch, repair)
+    return todo
 
-    result["fetched"] = sorted(s.path for s in fetch)
-    result["repaired"] = sorted(s.path for s in repair)
-    result["diff"] = summarize_diff(list(new_files), fetch, repair)
-    if check_mode:
-        result["changed"] = bool(todo) or record_text is None or _record_changes(record, source, new_files, specs)
-        if apply_attrs is not None and os.path.isdir(dest):  # AnsibleModule only reports in check mode
-            present = [s for s in specs if stats.get(s.path) is not None]
-            if _apply_all(dest, present, apply_attrs):
-                result["changed"] = True
-        return _finish(result, source, stats, new_files, started, clock, 0.0)
 
-    # 3. fetch in parallel; promote each file as soon as it verifies
-    fetch_started = clock()
-    kwargs = {"chunk_bytes": chunk_bytes} if chunk_bytes else {}
-    record_lock = threading.Lock()
-    last_save = [clock()]
-    if todo:
-        total = sum((s.size or 0) for s in todo)
-        with Progress(paths["progress"], "fetch", len(todo), total) as progress:
-            def get(spec):
-                tmp = os.path.join(paths["tmp"], temp_name(spec))
-                digest, moved = fetch_to_temp(lambda off: source.open_stream(spec, off), spec, tmp, spec.path,
-                                              progress=progress.add, **kwargs)
-                os.chmod(tmp, file_mode)
-                if apply_attrs is not None:
-                    apply_attrs(tmp, False)
-                final = os.path.join(dest, spec.path)
-                parent = os.path.dirname(final)
-                if not os.path.isdir(parent):
-                    os.makedirs(parent, 0o755)
-                os.replace(tmp, final)
-                fsync_dir(parent)
-                entry = make_entry(spec, os.stat(final), digest.sha256_hex(), digest.git_hex())
-                progress.file_done()
-                with record_lock:
-                    new_files[spec.path] = entry
-                    result["downloaded_bytes"] += moved
-                    if clock() - last_save[0] > 2.0:
-                        _save_record(paths, record, source, new_files)
-                        last_save[0] = clock()
-                return spec
+def _finish_check(run, stats, todo):
+    result = run.result
+    result["changed"] = (bool(todo) or run.record_text is None
+                         or _record_changes(run.record, run.source, run.new_files, run.source.specs))
+    if run.opts.attrs is not None and run.tree.root is not None:
+        present = [s for s in run.source.specs if stats.get(s.path) is not None]
+        if _apply_all(run.tree, present, run.opts.attrs, check_mode=True):
+            result["changed"] = True
+    return _finish(result, run.source, stats, run.new_files, run.started, run.opts.clock, 0.0)
 
-            errors = []
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                futures = [pool.submit(get, spec) for spec in todo]
-                for future in as_completed(futures):
-                    exc = future.exception()
-                    if exc is not None:
-                        errors.append(exc)
-                        for other in futures:
-                            other.cancel()
-            if errors:
-                with record_lock:
-                    _save_record(paths, record, source, new_files)
-                first = errors[0]
-                if isinstance(first, WeightsError):
-                    raise first
-                raise WeightsError("fetch failed: %s: %s; rerun to resume" % (type(first).__name__, first))
-        result["changed"] = True
-    fetch_elapsed = clock() - fetch_started
 
-    # 4. ownership/mode on everything, record + manifest, stale partials
-    if apply_attrs is not None and _apply_all(dest, specs, apply_attrs):
-        result["changed"] = True
+def _fetch_one(run, spec, progress):
+    """Fetch one file into the temp area, set its attributes, rename it into place, record it."""
+    tree, name = run.tree, temp_name(spec)
+    kwargs = {"chunk_bytes": run.opts.chunk_bytes} if run.opts.chunk_bytes else {}
+    digest, moved = fetch_to_temp(lambda off: run.source.open_stream(spec, off), spec, name, spec.path,
+                                  progress=progress.add, dir_fd=tree.tmp, **kwargs)
+    fd = safefs.open_file(tree.tmp, name, os.path.join(run.paths["tmp"], name))
+    try:
+        (run.opts.attrs or safefs.Attrs()).apply_fd(fd, False)
+    finally:
+        os.close(fd)
+    parent, leaf = tree.parent_fd(spec.path, create=True)
+    try:
+        if safefs.lstat_at(parent, leaf) is not None:
+            tree.lstat(spec.path)  # refuses a link or folder sitting at the final path
+        os.replace(name, leaf, src_dir_fd=tree.tmp, dst_dir_fd=parent)
+        safefs.fsync_fd(parent)
+        st = os.stat(leaf, dir_fd=parent, follow_symlinks=False)
+    finally:
+        os.close(parent)
+    progress.file_done()
+    with run.record_lock:
+        run.new_files[spec.path] = make_entry(spec, st, digest.sha256_hex(), digest.git_hex())
+        run.result["downloaded_bytes"] += moved
+        if run.opts.clock() - run.last_save > 2.0:
+            _save_record(run)
+            run.last_save = run.opts.clock()
+    return spec
+
+
+def first_error(futures):
+    """Wait for ``futures``; on the first failure cancel the queued ones. Returns the first exception.
+
+    A cancelled future is dropped from the wait (``future.exception()`` on it would raise
+    CancelledError, and a future cancelled before a worker saw it is never "done"): the error
+    reported is the HTTP/IO error that started the cancellation; running ones are still awaited."""
+    pending = set(futures)
+    first = None
+    while pending:
+        done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+        for future in done:
+            if first is None and not future.cancelled() and future.exception() is not None:
+                first = future.exception()
+        if first is not None:
+            pending = set(f for f in pending if not f.cancel())
+    return first
+
+
+def _fetch_all(run, todo):
+    run.last_save = run.opts.clock()
+    total = sum((s.size or 0) for s in todo)
+    with Progress(run.paths["progress"], "fetch", len(todo), total, run.tree.state) as progress:
+        with ThreadPoolExecutor(max_workers=run.opts.workers) as pool:
+            first = first_error([pool.submit(_fetch_one, run, spec, progress) for spec in todo])
+    if first is None:
+        return
+    with run.record_lock:
+        _save_record(run)
+    if isinstance(first, (WeightsError, OSError)):
+        raise first
+    raise WeightsError("fetch failed: %s: %s; rerun to resume" % (type(first).__name__, first))
+
+
+def _settle(run):
+    """Owner/group/mode on everything, record + manifest, stale partials."""
+    specs, tree = run.source.specs, run.tree
+    if run.opts.attrs is not None and _apply_all(tree, specs, run.opts.attrs):
+        run.result["changed"] = True
         for spec in specs:  # chown/chmod does not touch mtime or inode, but refresh anyway
-            st = _stat(os.path.join(dest, spec.path))
-            entry = new_files.get(spec.path)
+            st = tree.lstat(spec.path)
+            entry = run.new_files.get(spec.path)
             if st is not None and entry is not None:
                 entry["mtime_ns"], entry["inode"] = st.st_mtime_ns, st.st_ino
-    if _record_changes(record, source, new_files, specs) or record_text is None:
-        _save_record(paths, record, source, new_files)
-        result["changed"] = True
-    manifest_text = render_manifest([(s.path, new_files[s.path]["sha256"]) for s in specs])
-    old_manifest = None
-    if os.path.exists(paths["manifest"]):
-        with open(paths["manifest"], "r") as handle:
-            old_manifest = handle.read()
-    if old_manifest != manifest_text:
-        atomic_write(paths["manifest"], manifest_text)
-        result["changed"] = True
+    if _record_changes(run.record, run.source, run.new_files, specs) or run.record_text is None:
+        _save_record(run)
+        run.result["changed"] = True
+    manifest_text = render_manifest([(s.path, run.new_files[s.path]["sha256"]) for s in specs])
+    if safefs.read_text(tree.state, MANIFEST_NAME, run.paths["manifest"]) != manifest_text:
+        safefs.atomic_write(tree.state, MANIFEST_NAME, manifest_text, run.paths["manifest"])
+        run.result["changed"] = True
     keep = set(temp_name(s) for s in specs)
-    for name in os.listdir(paths["tmp"]):
+    for name in os.listdir(tree.tmp):
         if name not in keep:
-            try:
-                os.unlink(os.path.join(paths["tmp"], name))
-            except OSError:
-                pass
-    return _finish(result, source, stats, new_files, started, clock, fetch_elapsed)
+            safefs.unlink_quiet(tree.tmp, name)  # unlink removes a link itself, never its target
 
 
-def _apply_all(dest, specs, apply_attrs):
+def _apply_all(tree, specs, attrs, check_mode=False):
     """Owner/group/mode on every snapshot file and every folder from dest down; True if any changed."""
     changed = False
-    folders = set([dest])
+    folders = set([()])
     for spec in specs:
-        parent = os.path.dirname(os.path.join(dest, spec.path))
-        while parent.startswith(dest) and parent not in folders:
-            folders.add(parent)
-            parent = os.path.dirname(parent)
-        if apply_attrs(os.path.join(dest, spec.path), False):
-            changed = True
+        parts = tuple(spec.path.split("/"))
+        for depth in range(1, len(parts)):
+            folders.add(parts[:depth])
+        fd = tree.open_file(spec.path)
+        try:
+            changed = attrs.apply_fd(fd, False, check_mode) or changed
+        finally:
+            os.close(fd)
     for folder in sorted(folders):
-        if apply_attrs(folder, True):
-            changed = True
+        fd = safefs.open_dirs(tree.root, list(folder), tree.dest)
+        try:
+            changed = attrs.apply_fd(fd, True, check_mode) or changed
+        finally:
+            os.close(fd)
     return changed
 
 
@@ -390,12 +487,12 @@ def _record_changes(record, source, new_files, specs):
     return render_record(_record_body(record, source, new_files, specs)) != render_record(record)
 
 
-def _save_record(paths, record, source, new_files):
-    specs = [s for s in source.specs if s.path in new_files]
-    body = _record_body(record, source, new_files, specs)
-    atomic_write(paths["record"], render_record(body))
-    record.clear()
-    record.update(body)
+def _save_record(run):
+    specs = [s for s in run.source.specs if s.path in run.new_files]
+    body = _record_body(run.record, run.source, run.new_files, specs)
+    safefs.atomic_write(run.tree.state, RECORD_NAME, render_record(body), run.paths["record"])
+    run.record.clear()
+    run.record.update(body)
 
 
 def _finish(result, source, stats, new_files, started, clock, fetch_elapsed):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
+import stat
 import traceback
 
 from concurrent.futures import ThreadPoolExecutor
@@ -214,26 +215,51 @@ class HttpSource(Source):
         return HttpStream(self.client, self.file_url(spec), offset, spec.path)
 
 
+def local_file(root, rel, follow_links):
+    """The path to read for ``rel`` under ``root``: no link is followed unless ``follow_links``, and
+    then only to a regular file inside ``root`` (the realpath is returned and read)."""
+    full = os.path.join(root, rel)
+    where = "path %s: %s" % (root, rel)
+    probe = root
+    linked = False
+    for part in rel.split("/"):
+        probe = os.path.join(probe, part)
+        try:
+            linked = stat.S_ISLNK(os.lstat(probe).st_mode) or linked
+        except OSError:
+            raise WeightsError("the manifest names %s, which is missing under path %s: fix the source directory or "
+                               "the manifest" % (rel, root), path=rel)
+    if linked and not follow_links:
+        raise WeightsError("%s is (or lies below) a symbolic link; model_weights does not follow links in a local "
+                           "source (a link to a root-only file would be copied into dest): replace it with the "
+                           "file, or set follow_links: true to follow links that stay inside path" % where, path=rel)
+    real = os.path.realpath(full)
+    top = os.path.realpath(root)
+    if linked and not real.startswith(top.rstrip("/") + "/"):
+        raise WeightsError("%s is a symbolic link leading outside path (to %s); follow_links only follows links "
+                           "that stay inside path: replace it with the file" % (where, real), path=rel)
+    if not stat.S_ISREG(os.stat(real).st_mode):
+        raise WeightsError("%s is not a regular file" % where, path=rel)
+    return real if linked else full
+
+
 class LocalSource(Source):
     kind = "local"
 
-    def __init__(self, client, path, manifest, allow, ignore, workers, source_cache=None):
+    def __init__(self, client, path, manifest, allow, ignore, workers, source_cache=None, follow_links=False):
         if not os.path.isdir(path):
             raise WeightsError("path %s is not a directory; set path to the snapshot directory (e.g. an NFS mount)"
                                % path)
         self.root = path
+        self.follow_links = follow_links
         if manifest:
             text = read_manifest(client, manifest)
             specs = _specs_from_manifest(parse_manifest(text, where="manifest " + manifest), allow, ignore)
             for spec in specs:
-                try:
-                    spec.size = os.stat(os.path.join(path, spec.path)).st_size
-                except OSError:
-                    raise WeightsError("the manifest names %s, which is missing under path %s: fix the source "
-                                       "directory or the manifest" % (spec.path, path))
+                spec.size = os.stat(local_file(path, spec.path, follow_links)).st_size
             cache = {}
         else:
-            specs, cache = self._compute(path, allow, ignore, workers, source_cache or {})
+            specs, cache = self._compute(path, allow, ignore, workers, source_cache or {}, follow_links)
             text = render_manifest([(s.path, s.sha256) for s in specs])
         if not specs:
             raise WeightsError("no file under %s matches allow_patterns/ignore_patterns" % path)
@@ -241,12 +267,15 @@ class LocalSource(Source):
         self.extra_record = {"source_files": cache} if cache else {}
 
     @staticmethod
-    def _compute(root, allow, ignore, workers, old_cache):
+    def _compute(root, allow, ignore, workers, old_cache, follow_links=False):
         found = []
-        for base, dirs, files in os.walk(root):
+        for base, dirs, files in os.walk(root, followlinks=follow_links):
             rel_base = os.path.relpath(base, root)
             if rel_base == ".":
                 dirs[:] = [d for d in dirs if d != STATE_DIR]
+            for name in dirs:
+                rel = name if rel_base == "." else os.path.join(rel_base, name)
+                local_file_dir_check(root, rel.replace(os.sep, "/"), follow_links)
             for name in files:
                 rel = name if rel_base == "." else os.path.join(rel_base, name)
                 found.append(rel.replace(os.sep, "/"))
@@ -254,12 +283,13 @@ class LocalSource(Source):
         cache = {}
 
         def one(rel):
-            st = os.stat(os.path.join(root, rel))
+            real = local_file(root, rel, follow_links)
+            st = os.stat(real)
             old = old_cache.get(rel)
             if old and old.get("size") == st.st_size and old.get("mtime_ns") == st.st_mtime_ns:
                 sha = old["sha256"]
             else:
-                sha = hash_file(os.path.join(root, rel)).sha256_hex()
+                sha = hash_file(real).sha256_hex()
             cache[rel] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha}
             return FileSpec(rel, size=st.st_size, sha256=sha)
 
@@ -268,4 +298,20 @@ class LocalSource(Source):
         return specs, cache
 
     def open_stream(self, spec, offset):
-        return LocalStream(os.path.join(self.root, spec.path), offset, spec.path)
+        return LocalStream(local_file(self.root, spec.path, self.follow_links), offset, spec.path,
+                           nofollow=not self.follow_links)
+
+
+def local_file_dir_check(root, rel, follow_links):
+    """A folder link under a local source: refused, or (follow_links) only when it stays inside root."""
+    full = os.path.join(root, rel)
+    if not os.path.islink(full):
+        return
+    real = os.path.realpath(full)
+    if not follow_links:
+        raise WeightsError("path %s: %s is a symbolic link; model_weights does not follow links in a local source: "
+                           "replace it, or set follow_links: true to follow links that stay inside path"
+                           % (root, rel), path=rel)
+    if not real.startswith(os.path.realpath(root).rstrip("/") + "/"):
+        raise WeightsError("path %s: %s is a symbolic link leading outside path (to %s); follow_links only follows "
+                           "links that stay inside path" % (root, rel, real), path=rel)

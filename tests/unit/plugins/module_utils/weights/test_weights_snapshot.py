@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils.weights import snapshot
+from ansible_collections.gpufleet.vllm.plugins.module_utils.weights import safefs, snapshot
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.errors import WeightsError
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.record import FileSpec
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.sources import Source
@@ -178,22 +178,17 @@ def test_damaged_record_warns_and_rehashes(tmp_path):
     assert "not valid JSON" in res["warnings"][0] and src.opens == [] and res["hashed_bytes"] == 500008
 
 
-def test_apply_attrs_sees_files_and_folders(tmp_path):
+def test_attrs_on_files_and_folders_and_check_mode_reports_only(tmp_path):
     dest = str(tmp_path / "m")
-    seen = []
-
-    def attrs(path, is_dir):
-        seen.append((os.path.relpath(path, dest), is_dir))
-        return False
-
-    snapshot.sync(dest, MemSource(), apply_attrs=attrs, file_mode=0o640)
-    assert ("sub", True) in seen and (".", True) in seen and ("sub/model-2.safetensors", False) in seen
+    snapshot.sync(dest, MemSource(), attrs=safefs.Attrs(mode=0o640))
     assert oct(os.stat(os.path.join(dest, "config.json")).st_mode & 0o777) == "0o640"
-    flips = iter([True])
-
-    def once(path, is_dir):
-        return next(flips, False)
-    assert snapshot.sync(dest, MemSource(), apply_attrs=once)["changed"]
+    assert oct(os.stat(os.path.join(dest, "sub")).st_mode & 0o777) == "0o750"
+    assert oct(os.stat(dest).st_mode & 0o777) == "0o750"
+    assert not snapshot.sync(dest, MemSource(), attrs=safefs.Attrs(mode=0o640))["changed"]
+    assert snapshot.sync(dest, MemSource(), attrs=safefs.Attrs(mode=0o644), check_mode=True)["changed"]
+    assert oct(os.stat(os.path.join(dest, "config.json")).st_mode & 0o777) == "0o640"
+    assert snapshot.sync(dest, MemSource(), attrs=safefs.Attrs(mode=0o644))["changed"]
+    assert oct(os.stat(os.path.join(dest, "sub", "model-2.safetensors")).st_mode & 0o777) == "0o644"
 
 
 def test_lock_refuses_a_second_run(tmp_path):
