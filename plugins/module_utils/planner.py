@@ -50,7 +50,7 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     family = model_family(cfg)
     version = p.get("vllm_version") or "0.33.0"
     if kv.parse_version(version) < kv.OLDEST_VERIFIED:
-        findings.append(_f("warning", "unverified_version", "vllm_version %s is older than the rules verified here (0.24.0 to 0.33.0)" % version,
+        findings.append(_f("warning", "unverified_version", "vllm_version %s is older than the rules verified here (0.10.0 to 0.33.0)" % version,
                            "plan with vllm_version 0.33.0 or check the figures against the boot log"))
     tp = p.get("tensor_parallel_size") or 1
     pp = p.get("pipeline_parallel_size") or 1

@@ -125,15 +125,15 @@ def test_kv_head_replication(tp, heads, replicated):
     assert r["kv_heads_replicated"] is replicated
 
 
-@pytest.mark.parametrize("version,tokens", [("0.33.0", 42656), ("0.20.1", 42656)])
+@pytest.mark.parametrize("version,tokens", [("0.33.0", 42656), ("0.20.1", 42656), ("0.20.0", 42656)])
 def test_logged_token_figure_by_version(version, tokens):
-    """0.24+ logs int(concurrency x max_model_len); older V1 logged num_blocks x block_size. They agree when
-    max_model_len is a multiple of the block size, and differ otherwise."""
+    """0.20.1+ logs int(concurrency x max_model_len); 0.20.0 and older logged num_blocks // groups x block size.
+    They agree when max_model_len is a multiple of the block size, and differ otherwise."""
     cfg = load("Qwen__Qwen3-14B.config.json")
     r = kv.plan(cfg, available_bytes=int(6.51 * GIB), max_model_len=32768, vllm_version=version)
     assert r["kv_cache_tokens"] == tokens
     odd_new = kv.plan(cfg, available_bytes=int(6.51 * GIB), max_model_len=32760, vllm_version="0.33.0")
-    odd_old = kv.plan(cfg, available_bytes=int(6.51 * GIB), max_model_len=32760, vllm_version="0.20.1")
+    odd_old = kv.plan(cfg, available_bytes=int(6.51 * GIB), max_model_len=32760, vllm_version="0.20.0")
     assert odd_old["kv_cache_tokens"] == 2666 * 16
     assert odd_new["kv_cache_tokens"] == int(2666 / 2048.0 * 32760)
 
