@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright (c) gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """GPU acceptance, engine part: start the REAL vLLM engine from each unit the role rendered.
@@ -29,7 +28,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -379,7 +377,7 @@ def cmd_report(opts):
     for name, cmd in (("torch", "import torch; print(torch.__version__)"),):
         try:
             prov[name] = subprocess.run([sys.executable, "-c", cmd], stdout=subprocess.PIPE, universal_newlines=True,
-                                        timeout=120).stdout.strip()
+                                        timeout=120, check=False).stdout.strip()
         except (OSError, subprocess.TimeoutExpired):
             pass
     os.makedirs(opts.out, exist_ok=True)
