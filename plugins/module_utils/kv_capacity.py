@@ -25,8 +25,9 @@ rule changed between releases, the versions it belongs to:
   full-attention bucket); bytes per block = largest group x page;
   num_blocks = available // bytes_per_block (``get_kv_cache_config_from_groups``).
 * logged figure (``GPU KV cache size``), by release (read in each release's wheel):
-  - 0.10.0 ``_get_kv_cache_config_uniform_type``: num_blocks x block_size (one group);
-  - 0.11.0 ``get_kv_cache_config`` and 0.14.0 / 0.19.0 / 0.20.0 ``_report_kv_cache_config``:
+  - 0.10.0 ``_get_kv_cache_config_uniform_type``: num_blocks x block_size (one group), and
+    ``_get_kv_cache_config_uniform_page_size`` (hybrid): num_blocks // len(groups) x min block_size;
+  - 0.11.0 ``get_kv_cache_config_from_groups`` and 0.14.0 / 0.19.0 / 0.20.0 ``_report_kv_cache_config``:
     num_blocks // len(kv_cache_groups) x min group block_size, x decode (0.11) or
     prefill x decode (0.14+) context-parallel size;
   - 0.20.1, 0.24.0, 0.26.0 (``_report_kv_cache_config`` / ``get_kv_cache_capacity``) and
@@ -61,7 +62,7 @@ KV_DTYPE_BYTES = {
 FP8_KV_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
 
 # Versions where a rule changed (see module docstring); the pinned version is 0.33.0.
-V_GROUPED_TOKENS = (0, 11, 0)      # num_blocks // groups x min block size (x CP size)
+V_GROUPED_TOKENS = (0, 10, 0)      # num_blocks // groups x min block size (x CP size); V0 engines before
 V_CONCURRENCY_TOKENS = (0, 20, 1)  # int(concurrency x max_model_len)
 V_FIT_NULL_BLOCK = (0, 33, 0)      # fit check keeps the null block back
 V_GDN_CHECKPOINT = (0, 33, 0)

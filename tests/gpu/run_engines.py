@@ -14,8 +14,8 @@ Cases run side by side where GPUs are free; the one thing changed in the unit's 
 CUDA_VISIBLE_DEVICES when a case is moved to a free GPU (recorded per case).
 
 Stand-ins, named as such: the tokenizer (a word-level tokenizer with the model's vocabulary size,
-made here: KV figures do not depend on it) and, on hosts without systemd, tests/gpu/standin-bin's
-``systemctl``/``journalctl`` that report the engine process's state to the health gate.
+made here: KV figures do not depend on it) and tests/gpu/standin-bin's ``systemctl``/``journalctl``,
+which report the state and log of the engine process this script started to the health gate.
 """
 
 from __future__ import annotations
@@ -253,11 +253,12 @@ class Runner:
             return re.search(r"^X-GpufleetVllmURL=(.*)$", handle.read(), re.MULTILINE).group(1)
 
     def gate(self, unit, log_path, unit_name, state_path):
+        # The suite runs the engine as its own child, not as a systemd unit (even where systemd runs),
+        # so the gate's systemctl/journalctl calls go to the stand-ins that watch that child.
         env = dict(os.environ)
-        if not shutil.which("systemctl") or not os.path.isdir("/run/systemd/system"):
-            env["PATH"] = STANDIN_BIN + os.pathsep + env.get("PATH", "")
-            env["GPU_ACC_STATE_" + re.sub(r"\W", "_", unit_name)] = state_path
-            env["GPU_ACC_LOG_" + re.sub(r"\W", "_", unit_name)] = log_path
+        env["PATH"] = STANDIN_BIN + os.pathsep + env.get("PATH", "")
+        env["GPU_ACC_STATE_" + re.sub(r"\W", "_", unit_name)] = state_path
+        env["GPU_ACC_LOG_" + re.sub(r"\W", "_", unit_name)] = log_path
         timeout = int(max(60, min(self.opts.gate_timeout, self.deadline - time.monotonic())))
         cmd = [sys.executable, GATE, "--unit-file", unit, "--env-file", os.path.join(self.opts.work, "vllm.env"),
                "--timeout", str(timeout), "--interval", "2", "--request-timeout", "120",
