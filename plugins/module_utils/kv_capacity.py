@@ -24,12 +24,24 @@ rule changed between releases, the versions it belongs to:
   one type, or the most when max < 1.5 x min; MTP draft attention layers join the
   full-attention bucket); bytes per block = largest group x page;
   num_blocks = available // bytes_per_block (``get_kv_cache_config_from_groups``).
-* logged figure: ``get_kv_cache_capacity``: concurrency = num_blocks / sum over groups
-  of blocks per request; tokens = int(concurrency x max_model_len) (0.24 and later;
-  earlier releases logged num_blocks x block_size).
-* fit check: ``get_kv_cache_configs`` keeps one null block back, then requires the
-  per-request blocks of all groups; otherwise startup fails ("To serve at least one
-  request with the model's max seq len ...") with a binary-searched estimate.
+* logged figure (``GPU KV cache size``), by release (read in each release's wheel):
+  - 0.10.0 ``_get_kv_cache_config_uniform_type``: num_blocks x block_size (one group), and
+    ``_get_kv_cache_config_uniform_page_size`` (hybrid): num_blocks // len(groups) x min block_size;
+  - 0.11.0 ``get_kv_cache_config_from_groups`` and 0.14.0 / 0.19.0 / 0.20.0 ``_report_kv_cache_config``:
+    num_blocks // len(kv_cache_groups) x min group block_size, x decode (0.11) or
+    prefill x decode (0.14+) context-parallel size;
+  - 0.20.1, 0.24.0, 0.26.0 (``_report_kv_cache_config`` / ``get_kv_cache_capacity``) and
+    0.33.0: int(max_concurrency x max_model_len), concurrency = num_blocks / blocks per
+    request summed over groups (context parallelism already inside it);
+  - before 0.20.1 each rank logged its own figure; the engine then used the minimum
+    num_blocks over ranks (``get_kv_cache_configs``), as the planner does.
+* fit check ("To serve at least one request with the model's max seq len ..."): 0.26.0's
+  ``kv_cache_utils._check_enough_kv_cache_memory`` compares the per-request bytes with ALL of
+  the available KV memory; 0.33.0's ``kv_cache_planning.check_enough_kv_cache_memory`` first
+  takes off one block (the null block ``BlockPool`` holds back). Seen on 2 x H200 with 0.26.0
+  (tests/fixtures/gpu-acceptance): 1 GiB of Qwen3-8B KV = 455 blocks; 7,280 tokens started,
+  7,296 was refused with "estimated maximum model length is 7280". 0.27-0.32 were not read:
+  the reserve is applied from 0.33.0.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -50,9 +62,11 @@ KV_DTYPE_BYTES = {
 FP8_KV_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
 
 # Versions where a rule changed (see module docstring); the pinned version is 0.33.0.
-V_CONCURRENCY_TOKENS = (0, 24, 0)
+V_GROUPED_TOKENS = (0, 10, 0)      # num_blocks // groups x min block size (x CP size); V0 engines before
+V_CONCURRENCY_TOKENS = (0, 20, 1)  # int(concurrency x max_model_len)
+V_FIT_NULL_BLOCK = (0, 33, 0)      # fit check keeps the null block back
 V_GDN_CHECKPOINT = (0, 33, 0)
-OLDEST_VERIFIED = (0, 24, 0)
+OLDEST_VERIFIED = (0, 10, 0)
 
 
 class CapacityError(ValueError):
@@ -164,9 +178,25 @@ def _groups(num_full, num_linear):
     return n_attn, n_lin, widest
 
 
+def logged_tokens(version, num_blocks, concurrency, max_model_len, num_groups, min_block, cp_size=1):
+    """The ``GPU KV cache size`` figure of release ``version`` (see the module docstring for the sources)."""
+    if version >= V_CONCURRENCY_TOKENS:
+        return int(concurrency * max_model_len)
+    if version >= V_GROUPED_TOKENS:
+        return num_blocks // num_groups * min_block * cp_size
+    return num_blocks * min_block
+
+
+def fit_memory(version, available_bytes, bytes_per_block):
+    """KV bytes the "one request must fit" check compares with: 0.33 keeps the null block back, 0.26 does not."""
+    if version >= V_FIT_NULL_BLOCK:
+        return available_bytes - bytes_per_block
+    return available_bytes
+
+
 def plan(cfg, tp=1, pp=1, kv_cache_dtype="auto", available_bytes=None, max_model_len=None,
          enable_prefix_caching=True, num_speculative_tokens=0, speculative_method=None,
-         compute_capability=None, vllm_version="0.33.0", block_size=None):
+         compute_capability=None, vllm_version="0.33.0", block_size=None, context_parallel_size=1):
     """Predict vLLM's KV-cache figures for one instance (all ranks alike).
 
     ``available_bytes`` is the per-GPU KV memory (``--kv-cache-memory-bytes`` or the
@@ -279,11 +309,9 @@ def plan(cfg, tp=1, pp=1, kv_cache_dtype="auto", available_bytes=None, max_model
         return out
     num_blocks = int(available_bytes) // bytes_per_block
     concurrency = num_blocks / float(blocks_per_req)
-    if version >= V_CONCURRENCY_TOKENS:
-        tokens = int(concurrency * max_model_len)
-    else:
-        tokens = num_blocks * final_block
-    usable = int(available_bytes) - bytes_per_block  # the null block
+    tokens = logged_tokens(version, num_blocks, concurrency, max_model_len, n_attn + n_lin, final_block,
+                           context_parallel_size)
+    usable = fit_memory(version, int(available_bytes), bytes_per_block)
     fits = usable >= blocks_per_req * bytes_per_block
     out.update({
         "num_blocks": num_blocks,

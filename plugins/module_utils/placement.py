@@ -43,7 +43,11 @@ def normalize_gpus(gpus):
                  for i in range(count)]
         declared = True
     numa_nodes = [sorted(int(i) for i in n) for n in (gpus.get("numa_nodes") or []) if n]
-    if numa_nodes and all(isinstance(n, list) for n in numa_nodes):
+    # Declared profiles name NUMA nodes by position. gpu_facts results carry each GPU's own node,
+    # and list GPUs of unknown node (sysfs -1) as one group: binding those to "node 0" put
+    # numactl --cpunodebind=0 in the unit of a host whose NUMA layout is unknown (seen on the
+    # 2 x H200 acceptance host), so facts are read per GPU only.
+    if declared and numa_nodes and all(isinstance(n, list) for n in numa_nodes):
         for node_id, members in enumerate(numa_nodes):
             for g in items:
                 if g["index"] in members and g["numa_node"] is None:

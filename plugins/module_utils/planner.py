@@ -18,24 +18,37 @@ from ansible_collections.gpufleet.vllm.plugins.module_utils.placement import nor
 
 GIB = kv.GIB
 
-# Default overhead model for the utilization-only estimate, per GPU (calibrate with
-# memory_overhead_bytes from the boot log: "Actual usage is X GiB for consumed memory, Y GiB for
-# peak activation, Z GiB for CUDAGraph memory").
-OVERHEAD_NON_TORCH = int(0.6 * GIB)
-OVERHEAD_NON_TORCH_TP = int(0.4 * GIB)
-OVERHEAD_CUDAGRAPH = int(0.5 * GIB)
+# Default overhead model for the utilization-only estimate, per GPU, calibrated on vLLM 0.26.0 / 2 x H200
+# (tests/fixtures/gpu-acceptance: Qwen3-14B TP1 and Qwen3-32B TP2, --enforce-eager) from the engine's
+# "Actual usage is W GiB for weight, A GiB for peak activation, N GiB for non-torch memory, and
+# G GiB for CUDAGraph memory" line; calibrate memory_overhead_bytes from that line for other setups.
+OVERHEAD_NON_TORCH = int(0.25 * GIB)  # measured 0.22 GiB (TP1) and 0.06 GiB (TP2)
+OVERHEAD_CUDAGRAPH = int(0.5 * GIB)   # not measured here (the runs were eager); 0 with --enforce-eager
+# vLLM's total is cudaMemGetInfo's, below NVML's (what gpu_facts reports): H200 150,754,820,096 B vs
+# 150,109,880,320 B = 615 MiB (both seen on the acceptance host).
+CUDA_RESERVED = 615 * 1024 ** 2
 
 
 def _f(level, code, message, fix):
     return va.finding(level, code, message, fix)
 
 
-def default_overhead(cfg, tp, memory_total):
-    """Activation peak (profile run at max_num_batched_tokens: 8192 on >= 70 GiB GPUs, else 2048) + CUDA graphs + non-torch."""
-    batched = 8192 if (memory_total or 0) >= 70 * GIB else 2048
-    width = max(cfg.get("hidden_size") or 0, (cfg.get("vocab_size") or 0) // max(tp, 1))
-    activation = batched * width * 4 * 2
-    return OVERHEAD_NON_TORCH + (OVERHEAD_NON_TORCH_TP if tp > 1 else 0) + OVERHEAD_CUDAGRAPH + activation
+def default_overhead(cfg, tp, memory_total, intermediate=None, eager=False):
+    """Activation peak of the profile run + CUDA graphs + non-torch memory, per GPU.
+
+    Activation: the MLP's gate/up output for max_num_batched_tokens (8192 on >= 70 GiB GPUs, else
+    2048) plus fp32 logits for max_num_seqs (1024 / 256) dummy requests. On 0.26.0 / H200 this gives
+    1.11 GiB for Qwen3-14B (measured 1.14) and 0.97 GiB for Qwen3-32B TP2 (measured 1.01)."""
+    large = (memory_total or 0) >= 70 * GIB
+    batched, seqs = (8192, 1024) if large else (2048, 256)
+    inter = intermediate or 4 * (cfg.get("hidden_size") or 0)
+    activation = batched * 2 * (inter // max(tp, 1)) * cfg.get("dtype_bytes", 2) + seqs * (cfg.get("vocab_size") or 0) * 4
+    return OVERHEAD_NON_TORCH + (0 if eager else OVERHEAD_CUDAGRAPH) + activation
+
+
+def _intermediate_size(raw_config):
+    text = raw_config.get("text_config") if isinstance(raw_config.get("text_config"), dict) else raw_config
+    return text.get("intermediate_size")
 
 
 def _instance_name(base, i):
@@ -50,7 +63,7 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     family = model_family(cfg)
     version = p.get("vllm_version") or "0.33.0"
     if kv.parse_version(version) < kv.OLDEST_VERIFIED:
-        findings.append(_f("warning", "unverified_version", "vllm_version %s is older than the rules verified here (0.24.0 to 0.33.0)" % version,
+        findings.append(_f("warning", "unverified_version", "vllm_version %s is older than the rules verified here (0.10.0 to 0.33.0)" % version,
                            "plan with vllm_version 0.33.0 or check the figures against the boot log"))
     tp = p.get("tensor_parallel_size") or 1
     pp = p.get("pipeline_parallel_size") or 1
@@ -122,13 +135,15 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
                                "lower kv_cache_memory_bytes or raise tensor_parallel_size"))
     elif mem_total and weights_rank is not None:
         u = util if util is not None else 0.92
-        overhead = p.get("memory_overhead_bytes") or default_overhead(cfg, tp, mem_total)
-        available = int(math.ceil(u * mem_total)) - weights_rank - overhead
-        estimate = {"requested_bytes": int(u * mem_total), "weights_bytes_per_rank": weights_rank, "overhead_bytes": overhead}
+        eager = "--enforce-eager" in (p.get("extra_args") or [])
+        overhead = p.get("memory_overhead_bytes") or default_overhead(cfg, tp, mem_total, _intermediate_size(raw_config), eager)
+        requested = int(math.ceil(u * (mem_total - CUDA_RESERVED)))
+        available = requested - weights_rank - overhead
+        estimate = {"requested_bytes": requested, "weights_bytes_per_rank": weights_rank, "overhead_bytes": overhead}
         findings.append(_f("info", "kv_estimate",
                            "KV memory is an estimate: %.2f GiB = %.2f x %.2f GiB - weights %.2f GiB - overhead %.2f GiB"
                            " (activation peak, CUDA graphs, non-torch)"
-                           % (available / GIB, u, mem_total / GIB, weights_rank / GIB, overhead / GIB),
+                           % (available / GIB, u, (mem_total - CUDA_RESERVED) / GIB, weights_rank / GIB, overhead / GIB),
                            "set kv_cache_memory_bytes for exact figures, or calibrate memory_overhead_bytes from the boot log"))
         if available <= 0:
             findings.append(_f("error", "no_kv_memory", "weights and overhead leave no KV memory on each GPU",

@@ -125,15 +125,15 @@ def test_kv_head_replication(tp, heads, replicated):
     assert r["kv_heads_replicated"] is replicated
 
 
-@pytest.mark.parametrize("version,tokens", [("0.33.0", 42656), ("0.20.1", 42656)])
+@pytest.mark.parametrize("version,tokens", [("0.33.0", 42656), ("0.20.1", 42656), ("0.20.0", 42656)])
 def test_logged_token_figure_by_version(version, tokens):
-    """0.24+ logs int(concurrency x max_model_len); older V1 logged num_blocks x block_size. They agree when
-    max_model_len is a multiple of the block size, and differ otherwise."""
+    """0.20.1+ logs int(concurrency x max_model_len); 0.20.0 and older logged num_blocks // groups x block size.
+    They agree when max_model_len is a multiple of the block size, and differ otherwise."""
     cfg = load("Qwen__Qwen3-14B.config.json")
     r = kv.plan(cfg, available_bytes=int(6.51 * GIB), max_model_len=32768, vllm_version=version)
     assert r["kv_cache_tokens"] == tokens
     odd_new = kv.plan(cfg, available_bytes=int(6.51 * GIB), max_model_len=32760, vllm_version="0.33.0")
-    odd_old = kv.plan(cfg, available_bytes=int(6.51 * GIB), max_model_len=32760, vllm_version="0.20.1")
+    odd_old = kv.plan(cfg, available_bytes=int(6.51 * GIB), max_model_len=32760, vllm_version="0.20.0")
     assert odd_old["kv_cache_tokens"] == 2666 * 16
     assert odd_new["kv_cache_tokens"] == int(2666 / 2048.0 * 32760)
 
@@ -167,3 +167,39 @@ def test_offload_needs():
     need = kv.offload_needs(32768, 4, 327680, 750000, 1)
     assert need == {"tokens_beyond_gpu": 422320, "cpu_bytes_to_use": 422320 * 32768 * 4,
                     "pinned_bytes_estimate": int(422320 * 32768 * 4 * 1.9)}
+
+
+# Pre-0.20.1 rule (num_blocks // number of KV-cache groups x smallest block size) on vLLM's own logs.
+# Both figures of one log pin num_blocks; the planner must reproduce both from that block count.
+# - vllm-project/vllm#40691 (vLLM 0.19.0, H20, Qwen3.5-27B, --max-model-len 32768, no prefix-caching flag:
+#   0.19 leaves it off for hybrid models): "GPU KV cache size: 290,864 tokens", "Maximum concurrency for
+#   32,768 tokens per request: 33.04x" (the issue reports that tokens != concurrency x max_model_len).
+# - vllm-project/vllm#26646 (2025-10-11, vLLM 0.11.0, Qwen3-Next-80B-A3B, fp8 KV, max_model_len 215,040;
+#   each figure printed twice = one report per worker of TP2): "GPU KV cache size: 90,048 tokens",
+#   "Maximum concurrency for 215,040 tokens per request: 1.66x".
+PRE_0201_LOGS = [
+    ("vllm#40691-0.19.0", "Qwen__Qwen3.5-27B.config.json", dict(tp=1, max_model_len=32768, vllm_version="0.19.0"),
+     290864, 33.04),
+    ("vllm#26646-0.11.0", "Qwen__Qwen3-Next-80B-A3B-Instruct.config.json",
+     dict(tp=2, kv_cache_dtype="fp8", max_model_len=215040, vllm_version="0.11.0"), 90048, 1.66),
+]
+
+
+@pytest.mark.parametrize("case", PRE_0201_LOGS, ids=[c[0] for c in PRE_0201_LOGS])
+def test_pre_0_20_1_logged_figure_on_real_logs(case):
+    _id, name, kwargs, tokens, concurrency = case
+    cfg = load(name)
+    shape = kv.plan(cfg, enable_prefix_caching=False, compute_capability="9.0", **kwargs)
+    groups = shape["attention_groups"] + shape["linear_groups"]
+    # The block counts that the logged token figure allows, narrowed by the logged concurrency.
+    candidates = [n for n in range(groups * tokens // shape["block_size"], groups * (tokens // shape["block_size"] + 1))
+                  if round(n / float(shape["blocks_per_request"]), 2) == concurrency]
+    assert candidates
+    for num_blocks in candidates:
+        got = kv.plan(cfg, enable_prefix_caching=False, compute_capability="9.0",
+                      available_bytes=num_blocks * shape["bytes_per_block"], **kwargs)
+        assert (got["kv_cache_tokens"], round(got["max_concurrency"], 2)) == (tokens, concurrency)
+        newer = dict(kwargs, vllm_version="0.20.1")
+        later = kv.plan(cfg, enable_prefix_caching=False, compute_capability="9.0",
+                        available_bytes=num_blocks * shape["bytes_per_block"], **newer)
+        assert later["kv_cache_tokens"] != tokens  # 0.20.1+ would have logged concurrency x max_model_len
