@@ -12,6 +12,7 @@ import shlex
 import re
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils import kv_capacity as kv
+from ansible_collections.gpufleet.vllm.plugins.module_utils import model_families as fam
 from ansible_collections.gpufleet.vllm.plugins.module_utils import vllm_args as va
 from ansible_collections.gpufleet.vllm.plugins.module_utils.model_config import model_family, parse_config
 from ansible_collections.gpufleet.vllm.plugins.module_utils.placement import normalize_gpus, place
@@ -48,6 +49,10 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     findings = []
     cfg = parse_config(raw_config)
     family = model_family(cfg)
+    # Family checks (model_families): windowed attention refused by name; weights exact, else estimated.
+    findings += fam.windowed_attention_findings(raw_config)
+    weights_total, weights_source, wf = fam.resolve_weights(raw_config, p.get("extra_args"), weights_total, weights_source)
+    findings += wf
     version = p.get("vllm_version") or "0.33.0"
     if kv.parse_version(version) < kv.OLDEST_VERIFIED:
         findings.append(_f("warning", "unverified_version", "vllm_version %s is older than the rules verified here (0.24.0 to 0.33.0)" % version,
@@ -56,7 +61,7 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     pp = p.get("pipeline_parallel_size") or 1
     hw = None
     if p.get("gpus"):
-        hw = normalize_gpus(p["gpus"])
+        hw = normalize_gpus(fam.expand_gpus(p["gpus"]))
     if tp == "auto":
         tp = _auto_tp(cfg, hw, weights_total, pp)
         findings.append(_f("info", "auto_tp", "tensor_parallel_size auto -> %d" % tp, "set it explicitly to pin it"))
