@@ -42,8 +42,8 @@ def windowed_attention(config):
     if isinstance(kinds, list):
         windowed = [k for k in kinds if k in ("sliding_attention", "chunked_attention")]
         if windowed:
-            return "%d of %d layers use %s (window %s)" % (len(windowed), len(kinds), windowed[0],
-                                                         t.get("sliding_window") or t.get("attention_chunk_size"))
+            window = t.get("sliding_window") or t.get("attention_chunk_size")
+            return "%d of %d layers use %s (window %s)" % (len(windowed), len(kinds), windowed[0], window)
     if t.get("attention_chunk_size"):
         return "chunked-local attention (attention_chunk_size %s)" % t["attention_chunk_size"]
     if t.get("sliding_window") and t.get("use_sliding_window", True) is not False:

@@ -39,7 +39,13 @@ options:
   model:
     description:
       - Path to a model directory (holding C(config.json), and the safetensors files or their index) or to a C(config.json).
-      - A directory holding only C(config.json) is valid; weight figures are then null.
+      - A directory holding only C(config.json) is valid (plan before download); the weight bytes are then an
+        estimate from the architecture (parameter count x dtype or quantization, finding C(weights_estimated)),
+        or null with a warning for families it does not count. With C(model.safetensors.index.json) they are its
+        C(metadata.total_size); with the safetensors files, the sum of their headers.
+      - C(--quantization fp8) in O(extra_args) on an unquantized checkpoint counts the linear weights at 1 byte.
+      - Sliding-window and chunked-local attention models (gpt-oss, Gemma 2/3, Mistral with C(sliding_window),
+        Llama 4) are refused with the error finding C(windowed_attention_not_modelled).
     type: path
     required: true
   gpus:
@@ -47,6 +53,9 @@ options:
       - The M(gpufleet.vllm.gpu_facts) result (C(ansible_facts.gpufleet_gpu)) with C(gpu_count) and a C(gpus) list,
         or a declared profile C({count, name, memory_total_bytes, compute_capability}) with optional
         C(nvlink_islands) and C(numa_nodes) (lists of GPU indices).
+      - Or a named profile C({profile, count}) with optional C(numa_nodes) and C(nvlink_islands); profiles
+        C(rtx3090), C(rtx4090), C(rtx5090), C(l40s), C(a100-40gb), C(a100-80gb), C(h100), C(h200), C(b200) carry
+        the memory the driver reports (sources in C(plugins/module_utils/hardware_profiles.py)).
       - When omitted, the planner assumes exactly the GPUs the parallelism needs, with no memory limit.
     type: dict
   tensor_parallel_size:
