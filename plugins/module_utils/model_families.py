@@ -113,3 +113,106 @@ def expand_gpus(gpus):
         except (ProfileError, TypeError, ValueError) as exc:
             raise PlacementError("gpus.profile: %s" % exc)
     return gpus
+
+
+def _dtype_bytes(config):
+    t = _text(config)
+    dtype = str(t.get("dtype") or t.get("torch_dtype") or config.get("dtype") or config.get("torch_dtype") or "bfloat16")
+    return we.DTYPE_BYTES.get(dtype.replace("torch.", ""), 2)
+
+
+def serves_text_only(p):
+    """True when the profile disables every modality: language_model_only, or --language-model-only in extra_args."""
+    return bool(p.get("language_model_only")) or "--language-model-only" in [str(a) for a in (p.get("extra_args") or [])]
+
+
+def multimodal_plan(raw_config, p, total, source):
+    """(total, source, findings, argv_extra) for a model with a vision tower.
+
+    vLLM 0.33 SupportsMultiModal._mark_tower_model (model_executor/models/interfaces.py) skips building the
+    vision tower when every modality's limit is 0 (--language-model-only): its weights are then not loaded.
+    """
+    if not isinstance(raw_config.get("vision_config"), dict):
+        return total, source, [], []
+    try:
+        vision = we.count_params(raw_config)["vision"] * _dtype_bytes(raw_config)
+    except we.EstimateUnavailable:
+        vision = None
+    size = "unknown size" if vision is None else "%.2f GiB" % (vision / 1024.0 ** 3)
+    if serves_text_only(p):
+        argv = [] if "--language-model-only" in [str(a) for a in (p.get("extra_args") or [])] else ["--language-model-only"]
+        if total is not None and vision:
+            total, source = total - vision, "%s, less the vision tower (--language-model-only)" % source
+        return total, source, [_finding("info", "language_model_only",
+                                        "text only: the vision tower (%s) is not built and its weights are not loaded" % size,
+                                        "none needed")], argv
+    return total, source, [_finding("info", "vision_encoder_counted",
+                                    "the vision tower (%s) is loaded on every rank's share and vLLM profiles the encoder "
+                                    "at startup" % size,
+                                    "set language_model_only: true when this instance serves text only")], []
+
+
+def numa_bind_args(group, hw):
+    """vLLM 0.33 --numa-bind / --numa-bind-nodes (ParallelConfig.numa_bind_nodes: one node per visible GPU)
+    for a group that spans NUMA nodes, so each worker is bound to its own GPU's node."""
+    if group.get("locality") != "cross_numa":
+        return []
+    node_of = dict((g["index"], g["numa_node"]) for g in hw["gpus"])
+    nodes = [node_of.get(i) for i in group["gpu_indices"]]
+    if any(n is None or n < 0 for n in nodes):
+        return []
+    return ["--numa-bind", "--numa-bind-nodes"] + [str(n) for n in nodes]
+
+
+def offload_findings(cfg, p, instances_on_host):
+    """Hybrid models with CPU offload need prefix caching; host memory for offload scales with the instances."""
+    out = []
+    off = p.get("cpu_offload_bytes")
+    if not off:
+        return out
+    if cfg.get("attention") == "hybrid" and not p.get("enable_prefix_caching", True):
+        # vLLM 0.33: OffloadingConnector._max_loadable_tokens needs the HybridKVCacheCoordinator, which
+        # get_kv_cache_coordinator (v1/core/kv_cache_coordinator.py) builds only with prefix caching on.
+        out.append(_finding("error", "hybrid_offload_without_prefix_caching",
+                            "CPU KV offload on a hybrid (linear-attention) model with prefix caching off: vLLM rejects it",
+                            "set enable_prefix_caching: true, or drop cpu_offload_bytes"))
+    if instances_on_host > 1:
+        pinned = int(off * 1.9) * instances_on_host
+        out.append(_finding("info", "offload_host_memory_all_instances",
+                            "%d instances on this host each pin about %.1f GiB: %.1f GiB of host memory in all"
+                            % (instances_on_host, off * 1.9 / 1024.0 ** 3, pinned / 1024.0 ** 3),
+                            "size /dev/shm and memlock (host_tuning_kv_offload_bytes) for %d bytes of offload"
+                            % (off * instances_on_host)))
+    return out
+
+
+def merge_speculative_config(argv, fields):
+    """Merge extra --speculative-config fields (e.g. use_local_argmax_reduction) into the rendered JSON."""
+    if not fields:
+        return argv
+    import json
+    out = list(argv)
+    if "--speculative-config" in out:
+        i = out.index("--speculative-config") + 1
+        merged = json.loads(out[i])
+        merged.update(fields)
+        out[i] = json.dumps(merged, separators=(",", ":"))
+    else:
+        out += ["--speculative-config", json.dumps(fields, separators=(",", ":"))]
+    return out
+
+
+def speculative_findings(p):
+    """speculative_config carries extra fields only: the planner sizes KV from num_speculative_tokens/speculative_method."""
+    fields = p.get("speculative_config") or {}
+    owned = sorted(k for k in fields if k in ("method", "num_speculative_tokens"))
+    out = []
+    if owned:
+        out.append(_finding("error", "speculative_config_owned_field",
+                            "speculative_config sets %s, which the planner renders (and sizes the KV cache by)" % ", ".join(owned),
+                            "set num_speculative_tokens and speculative_method instead"))
+    if fields and not p.get("num_speculative_tokens"):
+        out.append(_finding("error", "speculative_config_without_tokens",
+                            "speculative_config is set but num_speculative_tokens is 0",
+                            "set num_speculative_tokens (and speculative_method) or drop speculative_config"))
+    return out

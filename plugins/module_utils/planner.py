@@ -53,6 +53,8 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     findings += fam.windowed_attention_findings(raw_config)
     weights_total, weights_source, wf = fam.resolve_weights(raw_config, p.get("extra_args"), weights_total, weights_source)
     findings += wf
+    weights_total, weights_source, wf, mm_argv = fam.multimodal_plan(raw_config, p, weights_total, weights_source)
+    findings += wf
     version = p.get("vllm_version") or "0.33.0"
     if kv.parse_version(version) < kv.OLDEST_VERIFIED:
         findings.append(_f("warning", "unverified_version", "vllm_version %s is older than the rules verified here (0.24.0 to 0.33.0)" % version,
@@ -205,6 +207,12 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     o.update({"tensor_parallel_size": tp, "pipeline_parallel_size": pp, "max_model_len": max_len,
               "kv_cache_dtype": kv_dtype, "host": p.get("host") or "127.0.0.1",
               "enable_prefix_caching": p.get("enable_prefix_caching", True)})
+    # Family rules that need the placement: offload on the whole host, hybrid offload, NUMA binding.
+    findings += fam.offload_findings(cfg, p, len(groups))
+    findings += fam.speculative_findings(p)
+    if host:
+        host["instances_on_host"] = len(groups)
+        host["pinned_bytes_all_instances"] = host["pinned_bytes_estimate"] * len(groups)
     instances = []
     base_port = p.get("port_base") or 8000
     for i, grp in enumerate(groups):
@@ -217,7 +225,9 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
             "cpus": grp["cpus"],
             "locality": grp["locality"],
             "port": port,
-            "argv": va.render_argv(model_path, o, hf_overrides=hf_overrides, kv_transfer_config=kv_transfer, port=port),
+            "argv": fam.merge_speculative_config(
+                va.render_argv(model_path, o, hf_overrides=hf_overrides, kv_transfer_config=kv_transfer, port=port)
+                + mm_argv + fam.numa_bind_args(grp, hw), p.get("speculative_config")),
         })
     cap["model"] = {"architecture": cfg["architecture"], "family": family, "attention": cfg["attention"],
                     "full_attention_layers": cfg["full_attention_layers"],

@@ -140,6 +140,19 @@ options:
   reasoning_parser:
     description: C(--reasoning-parser); checked against vLLM 0.33's registry.
     type: str
+  speculative_config:
+    description:
+      - Extra C(--speculative-config) fields merged into the JSON the planner renders from O(num_speculative_tokens)
+        and O(speculative_method), for example C({use_local_argmax_reduction: true}).
+      - C(method) and C(num_speculative_tokens) are errors here (set the options); needs O(num_speculative_tokens) > 0.
+    type: dict
+  language_model_only:
+    description:
+      - The instance serves text only; renders C(--language-model-only) (vLLM 0.33), so a multimodal model's vision
+        tower is neither built nor loaded and its weights are left out of the per-GPU figure.
+      - Without it a multimodal model's vision tower is counted in the weights (finding C(vision_encoder_counted)).
+    type: bool
+    default: false
   extra_args:
     description: More vLLM arguments, appended as given. Removed flags, C(--api-key) and flags the planner renders are errors.
     type: list
@@ -263,6 +276,8 @@ def main():
             enable_prefix_caching=dict(type="bool", default=True),
             num_speculative_tokens=dict(type="int", default=0, no_log=False),
             speculative_method=dict(type="str", default="mtp"),
+            speculative_config=dict(type="dict"),
+            language_model_only=dict(type="bool", default=False),
             cpu_offload_bytes=dict(type="int"),
             yarn=dict(type="dict", options=dict(
                 factor=dict(type="float", required=True),
