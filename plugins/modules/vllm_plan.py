@@ -143,7 +143,7 @@ options:
   speculative_config:
     description:
       - Extra C(--speculative-config) fields merged into the JSON the planner renders from O(num_speculative_tokens)
-        and O(speculative_method), for example C({use_local_argmax_reduction: true}).
+        and O(speculative_method), for example the field C(use_local_argmax_reduction) set to true.
       - C(method) and C(num_speculative_tokens) are errors here (set the options); needs O(num_speculative_tokens) > 0.
     type: dict
   language_model_only:
