@@ -216,3 +216,27 @@ def speculative_findings(p):
                             "speculative_config is set but num_speculative_tokens is 0",
                             "set num_speculative_tokens (and speculative_method) or drop speculative_config"))
     return out
+
+
+# vLLM 0.33 KV dtypes with per-token-head scales (KVQuantMode.is_per_token_head): only the Triton backend
+# takes them, and TritonAttentionBackend.customize_spec packs one float32 scale after each head's K and V
+# data: bytes per (token, head) = (head_size_k + head_size_v) x 1 + 2 x 4; int4 halves the head sizes.
+PER_TOKEN_HEAD_DTYPES = {"int8_per_token_head": 1, "fp8_per_token_head": 1, "int4_per_token_head": 2}
+
+
+def per_token_head_plan(cfg, kv_dtype):
+    """(cfg_for_plan, kv_dtype_for_plan, findings): a per-token-head KV dtype sized as 1-byte KV over
+    head_dim / divisor + 4 (the two float32 scales spread over K and V), which is the same page size."""
+    if kv_dtype not in PER_TOKEN_HEAD_DTYPES:
+        return cfg, kv_dtype, []
+    if cfg.get("attention") != "full" or cfg.get("mla"):
+        return cfg, kv_dtype, [_finding("error", "kv_dtype_not_sized",
+                                        "kv_cache_dtype %s on a %s-attention model: the Triton backend's block alignment for "
+                                        "it is not modelled here" % (kv_dtype, cfg.get("attention")),
+                                        "use kv_cache_dtype fp8 or auto for this model")]
+    sized = dict(cfg, head_dim=cfg["head_dim"] // PER_TOKEN_HEAD_DTYPES[kv_dtype] + 4)
+    return sized, "fp8", [_finding("info", "kv_dtype_per_token_head",
+                                   "kv_cache_dtype %s: 1-byte KV (%s) plus a float32 scale per token, head and K/V; vLLM "
+                                   "serves it with the Triton attention backend" % (
+                                       kv_dtype, "two int4 per byte" if kv_dtype.startswith("int4") else "int8/fp8"),
+                                   "none needed")]

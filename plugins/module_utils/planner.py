@@ -148,7 +148,9 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
                            "set kv_cache_memory_bytes (per GPU) or give gpus plus a model directory with safetensors"))
 
     try:
-        cap = kv.plan(cfg, tp=tp, pp=pp, kv_cache_dtype=kv_dtype, available_bytes=available, max_model_len=max_len,
+        plan_cfg, plan_dtype, ptf = fam.per_token_head_plan(cfg, kv_dtype)
+        findings += ptf
+        cap = kv.plan(plan_cfg, tp=tp, pp=pp, kv_cache_dtype=plan_dtype, available_bytes=available, max_model_len=max_len,
                       enable_prefix_caching=p.get("enable_prefix_caching", True),
                       num_speculative_tokens=p.get("num_speculative_tokens") or 0,
                       speculative_method=p.get("speculative_method"), compute_capability=cc, vllm_version=version,

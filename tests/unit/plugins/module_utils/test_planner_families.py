@@ -97,3 +97,27 @@ def test_plan_before_download_equals_plan_with_index():
     assert "weights_estimated" in codes(estimate) and "fp8_online_weights" in codes(exact)
     for key in ("weights_bytes_per_rank", "available_kv_bytes", "num_blocks", "log_line"):
         assert estimate["capacity"][key] == exact["capacity"][key], key
+
+
+def test_int8_per_token_head_kv_is_sized_from_vllm_triton_page_layout():
+    """Qwen3-14B (40 layers, 8 KV heads, head_dim 128), TP1: per token and layer each KV head stores
+    128 + 128 int8 values and two float32 scales (TritonAttentionBackend.customize_spec, vLLM 0.33):
+    8 x (256 + 8) = 2112 bytes, x 40 layers = 84480 bytes per token."""
+    result = build_plan(params(max_model_len=32768, kv_cache_memory_bytes=10 * GIB, kv_cache_dtype="int8_per_token_head"),
+                        raw("Qwen__Qwen3-14B.config.json"), "/m")
+    assert result["capacity"]["kv_bytes_per_token_per_rank"] == 40 * 8 * (128 + 128 + 8)
+    assert "kv_dtype_per_token_head" in codes(result)
+    argv = result["instances"][0]["argv"]
+    assert argv[argv.index("--kv-cache-dtype") + 1] == "int8_per_token_head"
+    int4 = build_plan(params(max_model_len=32768, kv_cache_memory_bytes=10 * GIB, kv_cache_dtype="int4_per_token_head"),
+                      raw("Qwen__Qwen3-14B.config.json"), "/m")
+    assert int4["capacity"]["kv_bytes_per_token_per_rank"] == 40 * 8 * (64 + 64 + 8)
+
+
+def test_per_token_head_on_hybrid_and_unknown_kv_dtypes_are_refused_by_name():
+    hybrid = build_plan(params(max_model_len=32768, kv_cache_memory_bytes=10 * GIB, kv_cache_dtype="int8_per_token_head"),
+                        raw("Qwen__Qwen3.6-27B.config.json"), "/m")
+    assert "kv_dtype_not_sized" in codes(hybrid, "error")
+    nvfp4 = build_plan(params(max_model_len=32768, kv_cache_memory_bytes=10 * GIB, kv_cache_dtype="nvfp4"),
+                       raw("Qwen__Qwen3-14B.config.json"), "/m")
+    assert any("'nvfp4'" in f["message"] for f in nvfp4["findings"] if f["level"] == "error")
