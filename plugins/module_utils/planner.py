@@ -260,7 +260,8 @@ def summary(result, tp, pp):
     rows = [
         ("model", "%s (%s, %s attention)" % (cap["model"]["architecture"], cap["model"]["family"], cap["model"]["attention"])),
         ("parallelism", "TP %d x PP %d, %d instance(s)" % (tp, pp, len(result["instances"]))),
-        ("weights per GPU", _gib(cap["weights_bytes_per_rank"])),
+        ("weights per GPU", _gib(cap["weights_bytes_per_rank"])
+         + (" (estimate from config.json)" if str(cap.get("weights_source") or "").startswith("estimate") else "")),
         ("KV memory per GPU", _gib(cap["available_kv_bytes"]) + (" (estimate)" if cap.get("estimate") else "")),
         ("KV bytes/token/GPU", "{0:,}".format(cap["kv_bytes_per_token_per_rank"] or 0)),
         ("block size", "%s tokens, %s blocks" % (cap["block_size"], cap["num_blocks"])),

@@ -71,5 +71,7 @@ def test_config_estimate_matches_plan_with_index(tmp_path, venv_bin, installed_c
         outs[kind] = proc.stdout + proc.stderr
         assert proc.returncode == 0, outs[kind][-4000:]
     assert "weights_estimated" in outs["config"] and "weights_estimated" not in outs["index"]
-    for label in ("weights per GPU", "KV memory per GPU", "block size", "vLLM will log"):
+    assert table_value(outs["config"], "weights per GPU").endswith("(estimate from config.json)")
+    assert table_value(outs["config"], "weights per GPU").split(" (")[0] == table_value(outs["index"], "weights per GPU")
+    for label in ("KV memory per GPU", "block size", "vLLM will log"):
         assert table_value(outs["config"], label) == table_value(outs["index"], label), label
