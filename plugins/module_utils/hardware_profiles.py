@@ -43,7 +43,8 @@ PROFILES = {
         "name": "NVIDIA A100-SXM4-80GB", "memory_total_bytes": 81251 * MIB, "compute_capability": "8.0",
         "source": "CUDA deviceQuery 'Total amount of global memory: 81251 MBytes' (search-tool file id 54573392711); "
                   "nvidia-smi 81252MiB on driver 450 (https://github.com/keyu-tian/SparK/issues/8): below 80 GiB; "
-                  "newer drivers' nvidia-smi prints 81920 MiB (modal-client#2797)",
+                  "newer drivers' nvidia-smi prints 81920 MiB (modal-client#2797; 'NVIDIA A100 80GB PCIe, 81920 MiB' on "
+                  "drivers 535 to 595, search-tool file ids 63162668273, 68922542039), above what CUDA gives vLLM",
     },
     "h100": {
         "name": "NVIDIA H100 80GB HBM3", "memory_total_bytes": 81559 * MIB, "compute_capability": "9.0",
