@@ -75,3 +75,32 @@ def test_config_estimate_matches_plan_with_index(tmp_path, venv_bin, installed_c
     assert table_value(outs["config"], "weights per GPU").split(" (")[0] == table_value(outs["index"], "weights per GPU")
     for label in ("KV memory per GPU", "block size", "vLLM will log"):
         assert table_value(outs["config"], label) == table_value(outs["index"], label), label
+
+
+def test_online_fetches_only_config_and_index(tmp_path, venv_bin, installed_collection):
+    """A model id: model_weights fetches config.json and the index from the (fake) hub, never a shard;
+    the plan then uses the index's total (no estimate)."""
+    pytest.importorskip("huggingface_hub")
+    sys.path.insert(0, str(ROOT / "tests" / "functional"))
+    from weights_support import FakeHub
+
+    hub = FakeHub(lfs_threshold=4096)
+    hub.add_commit("Qwen/Qwen3-32B", {
+        "config.json": (FIXTURES / "Qwen__Qwen3-32B.config.json").read_bytes(),
+        # Stand-in index: the real metadata.total_size of Qwen/Qwen3-32B, an empty weight_map.
+        "model.safetensors.index.json": json.dumps({"metadata": {"total_size": 65524246528}, "weight_map": {}}).encode(),
+        "model-00001-of-00017.safetensors": os.urandom(64 * 1024),
+    })
+    hub.start()
+    try:
+        cache = tmp_path / "cache"
+        env_extra = ["-i", str(ROOT / "inventories" / "examples" / "h100x4"), "-e", "plan_offline=false",
+                     "-e", "plan_model=Qwen/Qwen3-32B", "-e", f"plan_cache_dir={cache}", "-e", f"plan_hf_endpoint={hub.endpoint}"]
+        proc = run_plan(venv_bin, installed_collection, *env_extra)
+    finally:
+        hub.stop()
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert sorted(p.name for p in cache.iterdir() if not p.name.startswith(".")) == ["config.json", "model.safetensors.index.json"]
+    assert "weights_estimated" not in out and "GPU KV cache size" in out
+    assert "vllm serve /srv/models/Qwen3-32B " in out
