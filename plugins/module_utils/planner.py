@@ -12,6 +12,7 @@ import shlex
 import re
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils import kv_capacity as kv
+from ansible_collections.gpufleet.vllm.plugins.module_utils import model_families as fam
 from ansible_collections.gpufleet.vllm.plugins.module_utils import vllm_args as va
 from ansible_collections.gpufleet.vllm.plugins.module_utils.model_config import model_family, parse_config
 from ansible_collections.gpufleet.vllm.plugins.module_utils.placement import normalize_gpus, place
@@ -61,6 +62,12 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     findings = []
     cfg = parse_config(raw_config)
     family = model_family(cfg)
+    # Family checks (model_families): windowed attention refused by name; weights exact, else estimated.
+    findings += fam.windowed_attention_findings(raw_config)
+    weights_total, weights_source, wf = fam.resolve_weights(raw_config, p.get("extra_args"), weights_total, weights_source)
+    findings += wf
+    weights_total, weights_source, wf, mm_argv = fam.multimodal_plan(raw_config, p, weights_total, weights_source)
+    findings += wf
     version = p.get("vllm_version") or "0.33.0"
     if kv.parse_version(version) < kv.OLDEST_VERIFIED:
         findings.append(_f("warning", "unverified_version", "vllm_version %s is older than the rules verified here (0.10.0 to 0.33.0)" % version,
@@ -69,7 +76,7 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     pp = p.get("pipeline_parallel_size") or 1
     hw = None
     if p.get("gpus"):
-        hw = normalize_gpus(p["gpus"])
+        hw = normalize_gpus(fam.expand_gpus(p["gpus"]))
     if tp == "auto":
         tp = _auto_tp(cfg, hw, weights_total, pp)
         findings.append(_f("info", "auto_tp", "tensor_parallel_size auto -> %d" % tp, "set it explicitly to pin it"))
@@ -156,7 +163,9 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
                            "set kv_cache_memory_bytes (per GPU) or give gpus plus a model directory with safetensors"))
 
     try:
-        cap = kv.plan(cfg, tp=tp, pp=pp, kv_cache_dtype=kv_dtype, available_bytes=available, max_model_len=max_len,
+        plan_cfg, plan_dtype, ptf = fam.per_token_head_plan(cfg, kv_dtype)
+        findings += ptf
+        cap = kv.plan(plan_cfg, tp=tp, pp=pp, kv_cache_dtype=plan_dtype, available_bytes=available, max_model_len=max_len,
                       enable_prefix_caching=p.get("enable_prefix_caching", True),
                       num_speculative_tokens=p.get("num_speculative_tokens") or 0,
                       speculative_method=p.get("speculative_method"), compute_capability=cc, vllm_version=version,
@@ -215,6 +224,12 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     o.update({"tensor_parallel_size": tp, "pipeline_parallel_size": pp, "max_model_len": max_len,
               "kv_cache_dtype": kv_dtype, "host": p.get("host") or "127.0.0.1",
               "enable_prefix_caching": p.get("enable_prefix_caching", True)})
+    # Family rules that need the placement: offload on the whole host, hybrid offload, NUMA binding.
+    findings += fam.offload_findings(cfg, p, len(groups))
+    findings += fam.speculative_findings(p)
+    if host:
+        host["instances_on_host"] = len(groups)
+        host["pinned_bytes_all_instances"] = host["pinned_bytes_estimate"] * len(groups)
     instances = []
     base_port = p.get("port_base") or 8000
     for i, grp in enumerate(groups):
@@ -227,7 +242,9 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
             "cpus": grp["cpus"],
             "locality": grp["locality"],
             "port": port,
-            "argv": va.render_argv(model_path, o, hf_overrides=hf_overrides, kv_transfer_config=kv_transfer, port=port),
+            "argv": fam.merge_speculative_config(
+                va.render_argv(model_path, o, hf_overrides=hf_overrides, kv_transfer_config=kv_transfer, port=port)
+                + mm_argv + fam.numa_bind_args(grp, hw), p.get("speculative_config")),
         })
     cap["model"] = {"architecture": cfg["architecture"], "family": family, "attention": cfg["attention"],
                     "full_attention_layers": cfg["full_attention_layers"],
@@ -258,7 +275,8 @@ def summary(result, tp, pp):
     rows = [
         ("model", "%s (%s, %s attention)" % (cap["model"]["architecture"], cap["model"]["family"], cap["model"]["attention"])),
         ("parallelism", "TP %d x PP %d, %d instance(s)" % (tp, pp, len(result["instances"]))),
-        ("weights per GPU", _gib(cap["weights_bytes_per_rank"])),
+        ("weights per GPU", _gib(cap["weights_bytes_per_rank"])
+         + (" (estimate from config.json)" if str(cap.get("weights_source") or "").startswith("estimate") else "")),
         ("KV memory per GPU", _gib(cap["available_kv_bytes"]) + (" (estimate)" if cap.get("estimate") else "")),
         ("KV bytes/token/GPU", "{0:,}".format(cap["kv_bytes_per_token_per_rank"] or 0)),
         ("block size", "%s tokens, %s blocks" % (cap["block_size"], cap["num_blocks"])),

@@ -39,7 +39,13 @@ options:
   model:
     description:
       - Path to a model directory (holding C(config.json), and the safetensors files or their index) or to a C(config.json).
-      - A directory holding only C(config.json) is valid; weight figures are then null.
+      - A directory holding only C(config.json) is valid (plan before download); the weight bytes are then an
+        estimate from the architecture (parameter count x dtype or quantization, finding C(weights_estimated)),
+        or null with a warning for families it does not count. With C(model.safetensors.index.json) they are its
+        C(metadata.total_size); with the safetensors files, the sum of their headers.
+      - C(--quantization fp8) in O(extra_args) on an unquantized checkpoint counts the linear weights at 1 byte.
+      - Sliding-window and chunked-local attention models (gpt-oss, Gemma 2/3, Mistral with C(sliding_window),
+        Llama 4) are refused with the error finding C(windowed_attention_not_modelled).
     type: path
     required: true
   gpus:
@@ -47,6 +53,9 @@ options:
       - The M(gpufleet.vllm.gpu_facts) result (C(ansible_facts.gpufleet_gpu)) with C(gpu_count) and a C(gpus) list,
         or a declared profile C({count, name, memory_total_bytes, compute_capability}) with optional
         C(nvlink_islands) and C(numa_nodes) (lists of GPU indices).
+      - Or a named profile C({profile, count}) with optional C(numa_nodes) and C(nvlink_islands); profiles
+        C(rtx3090), C(rtx4090), C(rtx5090), C(l40s), C(a100-40gb), C(a100-80gb), C(h100), C(h200), C(b200) carry
+        the memory the driver reports (sources in C(plugins/module_utils/hardware_profiles.py)).
       - When omitted, the planner assumes exactly the GPUs the parallelism needs, with no memory limit.
     type: dict
   tensor_parallel_size:
@@ -131,6 +140,19 @@ options:
   reasoning_parser:
     description: C(--reasoning-parser); checked against vLLM 0.33's registry.
     type: str
+  speculative_config:
+    description:
+      - Extra C(--speculative-config) fields merged into the JSON the planner renders from O(num_speculative_tokens)
+        and O(speculative_method), for example the field C(use_local_argmax_reduction) set to true.
+      - C(method) and C(num_speculative_tokens) are errors here (set the options); needs O(num_speculative_tokens) > 0.
+    type: dict
+  language_model_only:
+    description:
+      - The instance serves text only; renders C(--language-model-only) (vLLM 0.33), so a multimodal model's vision
+        tower is neither built nor loaded and its weights are left out of the per-GPU figure.
+      - Without it a multimodal model's vision tower is counted in the weights (finding C(vision_encoder_counted)).
+    type: bool
+    default: false
   extra_args:
     description: More vLLM arguments, appended as given. Removed flags, C(--api-key) and flags the planner renders are errors.
     type: list
@@ -254,6 +276,8 @@ def main():
             enable_prefix_caching=dict(type="bool", default=True),
             num_speculative_tokens=dict(type="int", default=0, no_log=False),
             speculative_method=dict(type="str", default="mtp"),
+            speculative_config=dict(type="dict"),
+            language_model_only=dict(type="bool", default=False),
             cpu_offload_bytes=dict(type="int"),
             yarn=dict(type="dict", options=dict(
                 factor=dict(type="float", required=True),

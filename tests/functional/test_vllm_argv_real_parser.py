@@ -19,7 +19,7 @@ import yaml
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "model-configs")
-EXAMPLES = ("rtx4090x4", "a100x2", "h200x8")
+EXAMPLES = ("rtx4090x4", "a100x2", "h200x8", "h100x4")
 
 pytestmark = pytest.mark.skipif(os.environ.get("GPUFLEET_SKIP_VLLM") == "1", reason="GPUFLEET_SKIP_VLLM=1")
 

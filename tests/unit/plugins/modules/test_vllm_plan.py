@@ -152,7 +152,11 @@ def test_module_check_mode_config_only(tmp_path, monkeypatch):
                                       "_ansible_check_mode": True})
     assert not result.get("failed"), result
     assert result["changed"] is False
-    assert result["capacity"]["weights_bytes_total"] is None
+    # Config only: the weights are estimated from the architecture, labelled as such, and equal the
+    # real index's metadata.total_size (29536614400, Qwen__Qwen3-14B.model.safetensors.index.PARTIAL.txt).
+    assert result["capacity"]["weights_bytes_total"] == 29536614400
+    assert result["capacity"]["weights_source"].startswith("estimate from config.json")
+    assert "weights_estimated" in [f["code"] for f in result["findings"]]
     assert result["capacity"]["kv_cache_tokens"] == 42656
 
 

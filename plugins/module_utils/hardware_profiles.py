@@ -1,0 +1,80 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Named GPU profiles for planning on hardware you do not have yet.
+
+Each memory figure is what the driver reports for one GPU, never the marketing size, with
+where it was read. ``memory_total_bytes`` is the CUDA total (cudaMemGetInfo /
+deviceQuery, what vLLM's requested = util x total uses) where a public output gives it,
+else nvidia-smi's memory.total in MiB x 2^20 (the two agree on most parts; on H200 and
+A100 CUDA reports less). Pure Python, no Ansible import.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+MIB = 1024 ** 2
+
+PROFILES = {
+    "rtx3090": {
+        "name": "NVIDIA GeForce RTX 3090", "memory_total_bytes": 24576 * MIB, "compute_capability": "8.6",
+        "source": "nvidia-smi memory.total 24576 MiB (e.g. '0, NVIDIA GeForce RTX 3090, 24576, ..., 550.54' in public "
+                  "test fixtures found with the search tool, ids 71588275258, 55288568262)",
+    },
+    "rtx4090": {
+        "name": "NVIDIA GeForce RTX 4090", "memory_total_bytes": 24564 * MIB, "compute_capability": "8.9",
+        "source": "nvidia-smi memory.total 24564 MiB, driver 550.90.07 (search-tool file id 55288568262)",
+    },
+    "rtx5090": {
+        "name": "NVIDIA GeForce RTX 5090", "memory_total_bytes": 32607 * MIB, "compute_capability": "12.0",
+        "source": "nvidia-smi memory.total 32607 MiB, drivers 580.173.02 to 610.43.02 (search-tool file ids 71296261736, 54569639022)",
+    },
+    "l40s": {
+        "name": "NVIDIA L40S", "memory_total_bytes": 46068 * MIB, "compute_capability": "8.9",
+        "source": "nvidia-smi 46068 MiB (https://github.com/modal-labs/modal-client/pull/2797)",
+    },
+    "a100-40gb": {
+        "name": "NVIDIA A100-SXM4-40GB", "memory_total_bytes": 42298834944, "compute_capability": "8.0",
+        "source": "CUDA deviceQuery 'Total amount of global memory: 40339 MBytes (42298834944 bytes)' "
+                  "(https://github.com/bottlerocket-os/bottlerocket/pull/3873); nvidia-smi says 40960 MiB (modal-client#2797)",
+    },
+    "a100-80gb": {
+        "name": "NVIDIA A100-SXM4-80GB", "memory_total_bytes": 81251 * MIB, "compute_capability": "8.0",
+        "source": "CUDA deviceQuery 'Total amount of global memory: 81251 MBytes' (search-tool file id 54573392711); "
+                  "nvidia-smi 81252MiB on driver 450 (https://github.com/keyu-tian/SparK/issues/8): below 80 GiB; "
+                  "newer drivers' nvidia-smi prints 81920 MiB (modal-client#2797; 'NVIDIA A100 80GB PCIe, 81920 MiB' on "
+                  "drivers 535 to 595, search-tool file ids 63162668273, 68922542039), above what CUDA gives vLLM",
+    },
+    "h100": {
+        "name": "NVIDIA H100 80GB HBM3", "memory_total_bytes": 81559 * MIB, "compute_capability": "9.0",
+        "source": "nvidia-smi 81559 MiB = 85520809984 bytes (https://github.com/modal-labs/modal-client/pull/2797)",
+    },
+    "h200": {
+        "name": "NVIDIA H200", "memory_total_bytes": 150109880320, "compute_capability": "9.0",
+        "source": "cudaMemGetInfo total measured on this project's H200 host (notes/GPU_HOST.md); nvidia-smi says 143771 MiB",
+    },
+    "b200": {
+        "name": "NVIDIA B200", "memory_total_bytes": 183359 * MIB, "compute_capability": "10.0",
+        "source": "nvidia-smi 183359 MiB, compute capability 10.0, driver 595.71.05 (search-tool file id 56960514481)",
+    },
+}
+
+
+class ProfileError(ValueError):
+    """Unknown profile name or bad count; the message lists the names."""
+
+
+def hardware_profile(name, count, numa_nodes=None, nvlink_islands=None):
+    """A vllm_plan ``gpus`` declaration for ``count`` GPUs of the named profile."""
+    key = str(name).lower().replace(" ", "").replace("_", "-")
+    if key not in PROFILES:
+        raise ProfileError("unknown GPU profile %r: use one of %s, or declare gpus {count, name, memory_total_bytes, "
+                           "compute_capability} yourself" % (name, ", ".join(sorted(PROFILES))))
+    if int(count) < 1:
+        raise ProfileError("gpu count must be >= 1, got %r" % count)
+    prof = PROFILES[key]
+    out = {"count": int(count), "name": prof["name"], "memory_total_bytes": prof["memory_total_bytes"],
+           "compute_capability": prof["compute_capability"], "nvlink_islands": nvlink_islands or [],
+           "numa_nodes": numa_nodes or [list(range(int(count)))]}
+    return out
