@@ -93,18 +93,33 @@ def validate_options(p):
         _plain_text(o.get(key), key)
     for i, arg in enumerate(o.get("extra_args") or []):
         _plain_text(arg, "extra_args[%d]" % i, allow_empty=True)
+    if isinstance(o.get("yarn"), dict):
+        o["yarn"] = dict(o["yarn"])  # normalized in place below; the caller's copy stays as given
     _validate_yarn(o.get("yarn"))
+    o["yarn"] = o.get("yarn") or None
     return o
 
 
 def _validate_yarn(yarn):
-    if not yarn:
+    if yarn is None or yarn == {}:
         return
+    if not isinstance(yarn, dict):
+        raise UserError("yarn must be a mapping {factor, original_max_position_embeddings}, got %r" % (yarn,), option="yarn")
+    unknown = sorted(str(k) for k in yarn if k not in ("factor", "original_max_position_embeddings"))
+    if unknown:
+        raise UserError("yarn has unknown key(s) %s: only factor and original_max_position_embeddings" % ", ".join(unknown),
+                        option="yarn")
     factor = yarn.get("factor")
+    if isinstance(factor, str):
+        try:
+            factor = yarn["factor"] = float(factor)
+        except ValueError:
+            pass
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor < 1e6:
         raise UserError("yarn.factor must be a number > 0 (the context multiplier, e.g. 4.0), got %r" % (factor,),
                         option="yarn.factor")
-    as_int(yarn.get("original_max_position_embeddings"), "yarn.original_max_position_embeddings", minimum=1, maximum=_HUGE)
+    yarn["original_max_position_embeddings"] = as_int(yarn.get("original_max_position_embeddings"),
+                                                      "yarn.original_max_position_embeddings", minimum=1, maximum=_HUGE)
 
 
 def _index_list(lists, option, count):

@@ -98,16 +98,11 @@ options:
     description: KV offload to CPU memory, total over all ranks (OffloadingConnector C(cpu_bytes_to_use)).
     type: int
   yarn:
-    description: Static YaRN, rendered as C(--hf-overrides) with C(rope_theta) kept and C(max_position_embeddings) raised.
-    type: dict
-    suboptions:
-      factor:
-        description: YaRN factor.
-        type: float
-        required: true
-      original_max_position_embeddings:
-        description: The pre-scaling context length (defaults to the model's C(max_position_embeddings)).
-        type: int
+    description:
+      - Static YaRN, rendered as C(--hf-overrides) with C(rope_theta) kept and C(max_position_embeddings) raised.
+      - A mapping with C(factor) (required, a number > 0) and C(original_max_position_embeddings) (optional, the
+        pre-scaling context length; defaults to the model's C(max_position_embeddings)). Other keys are refused.
+    type: raw
   expected_prompt_tokens:
     description: Average prompt length, for the demand and offload figures.
     type: int
@@ -260,10 +255,8 @@ ARGUMENT_SPEC = dict(
     num_speculative_tokens=dict(type="int", default=0, no_log=False),
     speculative_method=dict(type="str", default="mtp"),
     cpu_offload_bytes=dict(type="int"),
-    yarn=dict(type="dict", options=dict(
-        factor=dict(type="float", required=True),
-        original_max_position_embeddings=dict(type="int"),
-    )),
+    # Checked by plan_inputs (ansible-core's sub-option check crashes on a list such as [null]).
+    yarn=dict(type="raw"),
     expected_prompt_tokens=dict(type="int", no_log=False),
     expected_concurrency=dict(type="int"),
     served_model_name=dict(type="str"),
