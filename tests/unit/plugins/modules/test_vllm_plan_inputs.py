@@ -123,6 +123,12 @@ def test_refused_by_name(case, tmp_path, monkeypatch):
     assert result["findings"] == []
 
 
+@pytest.mark.parametrize("arg", ["--api-ke=sk-123", "--api-k", "--hf-toke=hf_x"])
+def test_secret_flag_prefixes_refused(arg, tmp_path, monkeypatch):
+    result = run(monkeypatch, dict(BASE, model=model_dir(tmp_path), extra_args=[arg]))
+    assert result.get("failed") and "forbidden_flag" in result["msg"] and arg.split("=")[0] in result["msg"]
+
+
 def test_kv_bytes_plus_overhead_beyond_gpu_is_refused(tmp_path, monkeypatch):
     # 14.5 GiB KV + 27.5 GiB of Qwen3-14B-size weights fits 48 GiB without the overhead, not with it
     # (round 1 compared KV + weights only). Weights: index total_size of the real Qwen3-14B (29536614400,
