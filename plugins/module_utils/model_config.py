@@ -196,12 +196,16 @@ def safetensors_header_bytes(path):
         if name == "__metadata__":
             continue
         offsets = meta.get("data_offsets") if isinstance(meta, dict) else None
-        if (not isinstance(offsets, list) or len(offsets) != 2 or not all(type(x) is int for x in offsets)
+        if (not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_int(x) for x in offsets)
                 or not 0 <= offsets[0] <= offsets[1]):
             raise ModelConfigError("%s: tensor %r has no valid data_offsets [start, end] in its safetensors header: "
                                    "re-download the file" % (path, name))
         total += offsets[1] - offsets[0]
     return total
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _json_or_error(data, path, what):
@@ -225,7 +229,7 @@ def weight_bytes(model_dir):
             raise ModelConfigError("%s: expected {metadata: {total_size}, weight_map: {tensor: file}}: re-download the index" % index)
         total = (metadata or {}).get("total_size")
         if total is not None:
-            if type(total) is not int or total < 0:
+            if not _is_int(total) or total < 0:
                 raise ModelConfigError("%s: metadata.total_size must be a non-negative integer, got %r" % (index, total))
             return total, "model.safetensors.index.json metadata.total_size"
         shards = sorted(set(v for v in (weight_map or {}).values() if os.path.basename(v) == v))

@@ -161,9 +161,13 @@ OPTION_NAMES = ("tensor_parallel_size", "pipeline_parallel_size", "instances", "
 scalars = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2 ** 70), max_value=2 ** 70),
                     st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12),
                     st.sampled_from(["auto", "1", "1.5", "0", "-1", "fp8", "\n", "a\nb", "\u2603", "8000"]))
-values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                        st.dictionaries(st.text(max_size=8), inner, max_size=4)),
-                      max_leaves=8)
+
+
+def _containers(inner):
+    return st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4))
+
+
+values = st.recursive(scalars, _containers, max_leaves=8)
 CONFIG_KEYS = ("num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size", "head_dim",
                "max_position_embeddings", "vocab_size", "rope_theta", "rope_parameters", "text_config", "layer_types",
                "full_attention_interval", "linear_num_value_heads", "kv_lora_rank", "qk_rope_head_dim", "architectures",
