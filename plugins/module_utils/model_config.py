@@ -188,14 +188,32 @@ def safetensors_header_bytes(path):
         (length,) = struct.unpack("<Q", raw)
         if length > 100 * 1024 * 1024:
             raise ModelConfigError("%s has an implausible header length %d" % (path, length))
-        header = json.loads(fh.read(length).decode("utf-8"))
+        header = _json_or_error(fh.read(length), path, "safetensors header")
+    if not isinstance(header, dict):
+        raise ModelConfigError("%s has a safetensors header that is not a JSON object: re-download the file" % path)
     total = 0
     for name, meta in header.items():
         if name == "__metadata__":
             continue
-        start, end = meta["data_offsets"]
-        total += int(end) - int(start)
+        offsets = meta.get("data_offsets") if isinstance(meta, dict) else None
+        if (not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_int(x) for x in offsets)
+                or not 0 <= offsets[0] <= offsets[1]):
+            raise ModelConfigError("%s: tensor %r has no valid data_offsets [start, end] in its safetensors header: "
+                                   "re-download the file" % (path, name))
+        total += offsets[1] - offsets[0]
     return total
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _json_or_error(data, path, what):
+    """json.loads for a file the planner reads; a malformed one names the file (never a traceback)."""
+    try:
+        return json.loads(data.decode("utf-8"))
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are both ValueErrors
+        raise ModelConfigError("%s: the %s is not valid UTF-8 JSON (%s): re-download the file" % (path, what, exc))
 
 
 def weight_bytes(model_dir):
@@ -203,11 +221,18 @@ def weight_bytes(model_dir):
     index = os.path.join(model_dir, "model.safetensors.index.json")
     if os.path.isfile(index):
         with open(index, "rb") as fh:
-            data = json.loads(fh.read().decode("utf-8"))
-        total = (data.get("metadata") or {}).get("total_size")
+            data = _json_or_error(fh.read(), index, "index")
+        metadata = data.get("metadata") if isinstance(data, dict) else None
+        weight_map = data.get("weight_map") if isinstance(data, dict) else None
+        if not isinstance(metadata or {}, dict) or not isinstance(weight_map or {}, dict) \
+                or not all(isinstance(v, str) for v in (weight_map or {}).values()):
+            raise ModelConfigError("%s: expected {metadata: {total_size}, weight_map: {tensor: file}}: re-download the index" % index)
+        total = (metadata or {}).get("total_size")
         if total is not None:
-            return int(total), "model.safetensors.index.json metadata.total_size"
-        shards = sorted(set((data.get("weight_map") or {}).values()))
+            if not _is_int(total) or total < 0:
+                raise ModelConfigError("%s: metadata.total_size must be a non-negative integer, got %r" % (index, total))
+            return total, "model.safetensors.index.json metadata.total_size"
+        shards = sorted(set(v for v in (weight_map or {}).values() if os.path.basename(v) == v))
         if shards and all(os.path.isfile(os.path.join(model_dir, s)) for s in shards):
             return sum(safetensors_header_bytes(os.path.join(model_dir, s)) for s in shards), "safetensors headers (index lists shards)"
     files = sorted(f for f in os.listdir(model_dir) if f.endswith(".safetensors"))

@@ -52,6 +52,29 @@ def _intermediate_size(raw_config):
     return text.get("intermediate_size")
 
 
+def _oom_check(kv_bytes, weights_rank, overhead, mem_total):
+    """vLLM allocates exactly kv_cache_memory_bytes on top of weights, activation peak, CUDA graphs and
+    non-torch memory (vLLM 0.33.0 gpu_worker.determine_available_memory skips profiling for it)."""
+    if kv_bytes + weights_rank + overhead <= mem_total:
+        return []
+    return [_f("error", "kv_memory_exceeds_gpu",
+               "kv_cache_memory_bytes %.2f GiB + weights %.2f GiB + overhead %.2f GiB (activation peak, CUDA graphs, "
+               "non-torch) per GPU exceed the GPU's %.2f GiB: vLLM would run out of memory"
+               % (kv_bytes / GIB, weights_rank / GIB, overhead / GIB, mem_total / GIB),
+               "lower kv_cache_memory_bytes to at most %d, or raise tensor_parallel_size"
+               % max(mem_total - weights_rank - overhead, 0))]
+
+
+def _numa_findings(groups, hw):
+    """An instance whose NUMA node is unknown runs unbound (never numactl --membind=0)."""
+    if hw.get("assumed"):
+        return []
+    return [_f("info", "numa_unknown",
+               "the NUMA node of GPUs %s is unknown: instance %d runs without numactl binding" % (grp["gpu_indices"], i),
+               "give gpus.numa_nodes (declared profile) or run gpu_facts on a host that reports NUMA nodes")
+            for i, grp in enumerate(groups) if grp["numa_node"] is None or grp["numa_node"] < 0]
+
+
 def _instance_name(base, i):
     slug = re.sub(r"[^a-z0-9]+", "-", (base or "vllm").lower()).strip("-") or "vllm"
     return "%s-%d" % (slug, i)
@@ -135,11 +158,8 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     estimate = None
     if kv_bytes:
         available = int(kv_bytes)
-        if mem_total and weights_rank is not None and available + weights_rank > mem_total:
-            findings.append(_f("error", "kv_memory_exceeds_gpu",
-                               "kv_cache_memory_bytes %.2f GiB + weights %.2f GiB per GPU exceed the GPU's %.2f GiB"
-                               % (available / GIB, weights_rank / GIB, mem_total / GIB),
-                               "lower kv_cache_memory_bytes or raise tensor_parallel_size"))
+        if mem_total and weights_rank is not None:
+            findings += _oom_check(available, weights_rank, p.get("memory_overhead_bytes") or default_overhead(cfg, tp, mem_total), mem_total)
     elif mem_total and weights_rank is not None:
         u = util if util is not None else 0.92
         eager = "--enforce-eager" in (p.get("extra_args") or [])
@@ -220,6 +240,10 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     # Placement and argv.
     groups, pf = place(hw, tp * pp, p.get("instances") or "auto")
     findings += pf
+    for grp in groups:
+        if grp["numa_node"] is not None and grp["numa_node"] < 0:
+            grp["numa_node"] = None  # sysfs reports -1 for "no NUMA information"
+    findings += _numa_findings(groups, hw)
     o = dict(p)
     o.update({"tensor_parallel_size": tp, "pipeline_parallel_size": pp, "max_model_len": max_len,
               "kv_cache_dtype": kv_dtype, "host": p.get("host") or "127.0.0.1",

@@ -75,6 +75,14 @@ def finding(level, code, message, fix):
     return {"level": level, "code": code, "message": message, "fix": fix}
 
 
+def _prefix_of(flag, secrets):
+    """The secret flag ``flag`` abbreviates (argparse prefix matching), or None."""
+    for full in secrets:
+        if len(flag) > 3 and full.startswith(flag) and flag != full:
+            return full
+    return None
+
+
 def check_extra_args(extra_args):
     """Findings for extra args: removed flags and secrets are errors, planner-owned flags are errors."""
     out = []
@@ -85,8 +93,12 @@ def check_extra_args(extra_args):
         if flag in REMOVED_FLAGS:
             out.append(finding("error", "removed_flag", "extra_args has %s, which vLLM 0.33 no longer accepts" % flag,
                                REMOVED_FLAGS[flag]))
-        elif flag in HARMFUL_FLAGS:
-            out.append(finding("error", "forbidden_flag", "extra_args has %s" % flag, HARMFUL_FLAGS[flag]))
+        elif flag in HARMFUL_FLAGS or _prefix_of(flag, ("--api-key", "--hf-token")):
+            # argparse takes an unambiguous prefix (--api-ke) as the full flag: vLLM 0.33.0's
+            # FlexibleArgumentParser keeps allow_abbrev (see the --kv-cache-memory finding below).
+            full = flag if flag in HARMFUL_FLAGS else _prefix_of(flag, ("--api-key", "--hf-token"))
+            out.append(finding("error", "forbidden_flag", "extra_args has %s%s" % (flag, "" if full == flag else " (%s)" % full),
+                               HARMFUL_FLAGS.get(full, "secrets never go into argv: use the 0600 environment file")))
         elif flag in OWNED_FLAGS:
             out.append(finding("error", "planner_owned_flag",
                                "extra_args has %s, which the planner renders from its own option" % flag,

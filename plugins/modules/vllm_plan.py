@@ -107,16 +107,11 @@ options:
     description: KV offload to CPU memory, total over all ranks (OffloadingConnector C(cpu_bytes_to_use)).
     type: int
   yarn:
-    description: Static YaRN, rendered as C(--hf-overrides) with C(rope_theta) kept and C(max_position_embeddings) raised.
-    type: dict
-    suboptions:
-      factor:
-        description: YaRN factor.
-        type: float
-        required: true
-      original_max_position_embeddings:
-        description: The pre-scaling context length (defaults to the model's C(max_position_embeddings)).
-        type: int
+    description:
+      - Static YaRN, rendered as C(--hf-overrides) with C(rope_theta) kept and C(max_position_embeddings) raised.
+      - A mapping with C(factor) (required, a number > 0) and C(original_max_position_embeddings) (optional, the
+        pre-scaling context length; defaults to the model's C(max_position_embeddings)). Other keys are refused.
+    type: raw
   expected_prompt_tokens:
     description: Average prompt length, for the demand and offload figures.
     type: int
@@ -249,70 +244,87 @@ summary:
   type: str
 """
 
-import traceback
+import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError, run_guarded
 from ansible_collections.gpufleet.vllm.plugins.module_utils.kv_capacity import CapacityError
-from ansible_collections.gpufleet.vllm.plugins.module_utils.model_config import ModelConfigError, read_config, weight_bytes
+from ansible_collections.gpufleet.vllm.plugins.module_utils.model_config import ModelConfigError, parse_config, read_config, weight_bytes
+from ansible_collections.gpufleet.vllm.plugins.module_utils.model_families import expand_gpus
 from ansible_collections.gpufleet.vllm.plugins.module_utils.placement import PlacementError
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan_inputs import (
+    check_ports,
+    validate_against_model,
+    validate_config,
+    validate_gpus,
+    validate_options,
+)
 from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build_plan
 
+ARGUMENT_SPEC = dict(
+    model=dict(type="path", required=True),
+    gpus=dict(type="dict"),
+    tensor_parallel_size=dict(type="raw", default=1),
+    pipeline_parallel_size=dict(type="raw", default=1),
+    instances=dict(type="raw", default="auto"),
+    max_model_len=dict(type="int"),
+    kv_cache_dtype=dict(type="str", default="auto"),
+    kv_cache_memory_bytes=dict(type="int"),
+    gpu_memory_utilization=dict(type="float"),
+    memory_overhead_bytes=dict(type="int"),
+    block_size=dict(type="int"),
+    enable_prefix_caching=dict(type="bool", default=True),
+    num_speculative_tokens=dict(type="int", default=0, no_log=False),
+    speculative_method=dict(type="str", default="mtp"),
+    speculative_config=dict(type="dict"),
+    language_model_only=dict(type="bool", default=False),
+    cpu_offload_bytes=dict(type="int"),
+    # Checked by plan_inputs (ansible-core's sub-option check crashes on a list such as [null]).
+    yarn=dict(type="raw"),
+    expected_prompt_tokens=dict(type="int", no_log=False),
+    expected_concurrency=dict(type="int"),
+    served_model_name=dict(type="str"),
+    host=dict(type="str", default="127.0.0.1"),
+    port_base=dict(type="int", default=8000),
+    tool_call_parser=dict(type="str"),
+    reasoning_parser=dict(type="str"),
+    extra_args=dict(type="list", elements="str", default=[]),
+    vllm_version=dict(type="str", default="0.33.0"),
+)
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            model=dict(type="path", required=True),
-            gpus=dict(type="dict"),
-            tensor_parallel_size=dict(type="raw", default=1),
-            pipeline_parallel_size=dict(type="raw", default=1),
-            instances=dict(type="raw", default="auto"),
-            max_model_len=dict(type="int"),
-            kv_cache_dtype=dict(type="str", default="auto"),
-            kv_cache_memory_bytes=dict(type="int"),
-            gpu_memory_utilization=dict(type="float"),
-            memory_overhead_bytes=dict(type="int"),
-            block_size=dict(type="int"),
-            enable_prefix_caching=dict(type="bool", default=True),
-            num_speculative_tokens=dict(type="int", default=0, no_log=False),
-            speculative_method=dict(type="str", default="mtp"),
-            speculative_config=dict(type="dict"),
-            language_model_only=dict(type="bool", default=False),
-            cpu_offload_bytes=dict(type="int"),
-            yarn=dict(type="dict", options=dict(
-                factor=dict(type="float", required=True),
-                original_max_position_embeddings=dict(type="int"),
-            )),
-            expected_prompt_tokens=dict(type="int", no_log=False),
-            expected_concurrency=dict(type="int"),
-            served_model_name=dict(type="str"),
-            host=dict(type="str", default="127.0.0.1"),
-            port_base=dict(type="int", default=8000),
-            tool_call_parser=dict(type="str"),
-            reasoning_parser=dict(type="str"),
-            extra_args=dict(type="list", elements="str", default=[]),
-            vllm_version=dict(type="str", default="0.33.0"),
-        ),
-        supports_check_mode=True,
-    )
-    p = dict(module.params)
-    for key in ("tensor_parallel_size", "pipeline_parallel_size", "instances"):
-        value = p[key]
-        if value != "auto":
-            try:
-                p[key] = int(value)
-            except (TypeError, ValueError):
-                module.fail_json(msg="%s must be an integer or 'auto', got %r" % (key, value), findings=[])
-            if p[key] < 1:
-                module.fail_json(msg="%s must be >= 1, got %d" % (key, p[key]), findings=[])
+
+def plan(params):
+    """Validate every input, read the model and plan; input errors raise UserError naming the option/file."""
+    p = validate_options(params)
+    try:
+        p["gpus"] = expand_gpus(p.get("gpus"))  # a named profile ({profile: h100, count: 4}) -> declared hardware
+    except PlacementError as exc:
+        raise UserError(str(exc), option="gpus.profile", findings=[])
+    validate_gpus(p.get("gpus"))
     try:
         model_dir, raw = read_config(p["model"])
+        validate_config(raw, p["model"] if p["model"].endswith(".json") else os.path.join(model_dir, "config.json"))
+        validate_against_model(p, parse_config(raw))
         total, source = weight_bytes(model_dir)
         result = build_plan(p, raw, model_dir, weights_total=total, weights_source=source)
     except (ModelConfigError, CapacityError, PlacementError) as exc:
-        module.fail_json(msg=str(exc), findings=[])
-    except (OSError, IOError, KeyError) as exc:
-        module.fail_json(msg="cannot read the model at %s: %s" % (p["model"], exc), exception=traceback.format_exc(), findings=[])
+        raise UserError(str(exc), findings=[])
+    check_ports(p, len(result["instances"]))
+    return result
+
+
+def _body(module):
+    try:
+        return plan(module.params)
+    except UserError as exc:
+        exc.details.setdefault("findings", [])
+        raise
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    result = run_guarded(module, _body, "planning vLLM for %s" % module.params["model"])
     errors = [f for f in result["findings"] if f["level"] == "error"]
     if errors:
         lines = ["%s: %s (fix: %s)" % (f["code"], f["message"], f["fix"]) for f in errors]

@@ -53,6 +53,7 @@ def make_arg_parser(parser):
     parser.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.92)
     parser.add_argument("--kv-cache-dtype", default="auto")
+    parser.add_argument("--kv-cache-memory-bytes", type=int, default=None)  # vLLM 0.33 flag the planner renders
     parser.add_argument("--shutdown-timeout", type=int, default=0)
     parser.add_argument("--disable-log-requests", action="store_true")
     parser.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=None)

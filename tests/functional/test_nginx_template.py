@@ -32,7 +32,7 @@ def test_defaults_are_streaming_safe():
     assert conf.count("{") == conf.count("}")
     for directive in ("proxy_buffering off;", "proxy_request_buffering off;", "proxy_http_version 1.1;",
                       'proxy_set_header Connection "";', "proxy_read_timeout 3600s;", "proxy_send_timeout 3600s;",
-                      "keepalive 32;", "least_conn;", "gzip off;", "listen 80;"):
+                      "keepalive 32;", "least_conn;", "gzip off;", "listen 127.0.0.1:80;"):
         assert directive in conf, directive
     assert servers(conf) == [("127.0.0.1:8101", "max_fails=3 fail_timeout=30s"),
                              ("10.0.0.7:8102", "max_fails=3 fail_timeout=30s")]
@@ -77,3 +77,36 @@ def test_round_robin_shutdown_timeout_and_system_sites():
     assert "worker_shutdown_timeout 600s;" in conf
     assert "include /etc/nginx/sites-enabled/*;" in conf
     assert conf.count("{") == conf.count("}")
+
+
+def test_metrics_never_published_and_loopback_by_default():
+    """Issue 15 item 6: round 1 listened on every address and proxied vLLM's open /metrics."""
+    conf = render()
+    assert "listen 127.0.0.1:80;" in conf
+    block = re.search(r"location \^~ /metrics \{(.*?)\}", conf, flags=re.S)
+    assert block and "return 404;" in block.group(1) and "proxy_pass" not in block.group(1)
+    assert conf.index("location ^~ /metrics") < conf.index("location / {")
+
+
+def _validate_task(name):
+    tasks = yaml.safe_load((ROLE / "tasks" / "validate.yml").read_text())
+    return next(t for t in tasks if t["name"] == name)
+
+
+@pytest.mark.parametrize("address, key_set, allow, ok", [
+    ("127.0.0.1", False, False, True),
+    ("", False, False, False),            # all addresses, no API key: refused
+    ("10.0.0.5", False, False, False),
+    ("10.0.0.5", True, False, True),      # API key required by the instances
+    ("", False, True, True),              # explicitly allowed
+    ("::1", False, False, True),
+])
+def test_non_loopback_listen_needs_an_api_key(address, key_set, allow, ok):
+    variables = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    variables.update((k, trust_as_template(v)) for k, v in yaml.safe_load((ROLE / "vars" / "main.yml").read_text()).items())
+    variables.update(nginx_listen_address=address, nginx_upstream_api_key_set=key_set, nginx_allow_unauthenticated=allow,
+                     inventory_hostname="gpu-01")
+    templar = Templar(loader=DataLoader(), variables=variables)
+    task = _validate_task("Refuse to publish an unauthenticated API beyond this host")
+    results = [templar.template(trust_as_template("{{ (%s) | bool }}" % cond)) for cond in task["ansible.builtin.assert"]["that"]]
+    assert all(results) is ok

@@ -1,0 +1,151 @@
+"""The vllm role's guards and unit template, evaluated with Ansible's own templating on the shipped
+task files (issue 15 items 3, 5, 6, 7 and 9). Each case below passed the round-1 role unnoticed:
+a removal on a smaller plan, --api-ke in argv, two --port flags, port 70000, an instance without
+GPUs, two instances on one GPU, secret-looking vllm_environment names, a key ending in a newline,
+a path with a space in ReadWritePaths, and a NUMA node "unknown" rendered as --membind=0.
+The Molecule scenario `fleet` runs the same tasks on real systemd hosts."""
+import pathlib
+
+import pytest
+import yaml
+
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+
+ROLE = pathlib.Path(__file__).resolve().parents[2] / "roles" / "vllm"
+GOOD = {"name": "m-0", "port": 8000, "cuda_visible_devices": "0", "numa_node": 0,
+        "argv": ["vllm", "serve", "/srv/models/m", "--host", "127.0.0.1", "--port", "8000", "--served-model-name", "m"]}
+
+
+def variables(**overrides):
+    out = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    out.update((k, trust_as_template(v)) for k, v in yaml.safe_load((ROLE / "vars" / "main.yml").read_text()).items())
+    out.update(inventory_hostname="gpu-01", ansible_managed="Ansible managed: test", _vllm_venv="/opt/vllm/venvs/x")
+    out.update(overrides)
+    return out
+
+
+def task(file_name, name):
+    return next(t for t in yaml.safe_load((ROLE / "tasks" / file_name).read_text()) if t["name"] == name)
+
+
+def holds(file_name, name, **overrides):
+    """True when every `that` of the assert task holds for these variables."""
+    t = task(file_name, name)
+    extra = dict((k, trust_as_template(v) if isinstance(v, str) else v) for k, v in (t.get("vars") or {}).items())
+    templar = Templar(loader=DataLoader(), variables=variables(**dict(extra, **overrides)))
+    return all(templar.template(trust_as_template("{{ (%s) | bool }}" % c)) for c in t["ansible.builtin.assert"]["that"])
+
+
+def instance(**changes):
+    out = dict(GOOD, argv=list(GOOD["argv"]))
+    out.update(changes)
+    return out
+
+
+@pytest.mark.parametrize("inst, ok", [
+    (instance(), True),
+    (instance(argv=GOOD["argv"] + ["--api-ke", "sk-1"]), False),
+    (instance(argv=GOOD["argv"] + ["--api-key=sk-1"]), False),
+    (instance(argv=GOOD["argv"] + ["--hf-tok", "hf_1"]), False),
+    (instance(argv=GOOD["argv"] + ["--port", "8001"]), False),
+    (instance(argv=GOOD["argv"] + ["--served-model-name", "m\nExecStartPre=/bin/sh -c id"]), False),
+    (instance(port=70000), False),
+    (instance(port=0), False),
+    (instance(port="80; rm"), False),
+    (dict((k, v) for k, v in GOOD.items() if k != "cuda_visible_devices"), False),
+    (instance(cuda_visible_devices=""), False),
+    (instance(cuda_visible_devices="0,1"), True),
+])
+def test_instance_checks(inst, ok):
+    assert holds("plan.yml", "Check every planned instance", _vllm_instance=inst) is ok
+
+
+@pytest.mark.parametrize("planned, sharing, ok", [
+    ([instance(), instance(name="m-1", port=8001, cuda_visible_devices="1")], False, True),
+    ([instance(), instance(name="m-1", port=8001, cuda_visible_devices="1,0")], False, False),
+    ([instance(), instance(name="m-1", port=8001, cuda_visible_devices="0")], True, True),
+    ([instance(), instance(name="m-1", cuda_visible_devices="1")], False, False),  # same port
+])
+def test_unique_ports_and_gpus(planned, sharing, ok):
+    assert holds("plan.yml", "Check that instance names, ports and GPUs are unique", _vllm_planned=planned,
+                 vllm_allow_gpu_sharing=sharing) is ok
+
+
+@pytest.mark.parametrize("live, planned, allow, ok", [(2, 1, False, False), (2, 1, True, True), (2, 2, False, True), (0, 2, False, True)])
+def test_removal_guard(live, planned, allow, ok):
+    files = [{"path": "/etc/systemd/system/vllm-m-%d.service" % i} for i in range(live)]
+    assert holds("units.yml", "Refuse to shrink a serving host unless asked", __vllm_live_units={"files": files},
+                 _vllm_planned=[instance(name="m-%d" % i) for i in range(planned)], _vllm_stale_units=[],
+                 vllm_allow_instance_removal=allow) is ok
+
+
+@pytest.mark.parametrize("env, ok", [
+    ({"VLLM_NO_USAGE_STATS": "1", "TOKENIZERS_PARALLELISM": "false"}, True),
+    ({"OPENAI_API_KEY": "x"}, False),
+    ({"MY_SECRET": "x"}, False),
+    ({"HF_HUB_TOKEN": "x"}, False),
+    ({"DB_PASSWORD": "x"}, False),
+    ({"BAD NAME": "x"}, False),
+])
+def test_environment_names(env, ok):
+    assert holds("validate.yml", "Check vllm_environment (its values go into the world-readable unit file)",
+                 vllm_environment=env) is ok
+
+
+@pytest.mark.parametrize("key, ok", [("sk-abc", True), ("sk-abc\n", False), ("sk a", False), ("", True)])
+def test_api_key_with_final_newline_refused(key, ok):
+    assert holds("validate.yml", "Check the secrets can be written to an environment file", vllm_api_key=key) is ok
+
+
+@pytest.mark.parametrize("paths, ok", [([], True), (["/data/models"], True), (["/data /etc"], False),
+                                       (["/data\nExecStartPre=/x"], False), (["relative"], False), (["/a%h"], False)])
+def test_unit_paths(paths, ok):
+    assert holds("validate.yml", "Check the paths written into the units", vllm_read_write_paths=paths) is ok
+
+
+NUMA_CASES = [(0, True), (1, True), (None, False), (-1, False), ("unknown", False), ("", False)]
+SPEC_NAME = "m%n"
+TEMPLATE = ROLE / "templates" / "vllm-instance.service.j2"
+
+
+@pytest.fixture(scope="module")
+def units(tmp_path_factory, venv_bin):
+    """Render the unit template for every case with ansible-playbook (the collection's filter plugins
+    resolve through a collections path pointing at this checkout)."""
+    import json
+    import os
+    import subprocess
+
+    tmp = tmp_path_factory.mktemp("units")
+    coll = tmp / "collections" / "ansible_collections" / "gpufleet"
+    coll.mkdir(parents=True)
+    (coll / "vllm").symlink_to(ROLE.parents[1])
+    cases = [instance(numa_node=case[0]) for case in NUMA_CASES]
+    cases.append(instance(argv=["vllm", "serve", "/m", "--port", "8000", "--served-model-name", SPEC_NAME]))
+    play = [{"hosts": "localhost", "gather_facts": False, "vars_files": [str(ROLE / "defaults" / "main.yml"), str(ROLE / "vars" / "main.yml")],
+             "vars": {"_vllm_venv": "/opt/vllm/venvs/x"},
+             "tasks": [{"ansible.builtin.copy": {"content": "{{ lookup('ansible.builtin.template', '%s') }}" % TEMPLATE,
+                                                 "dest": str(tmp) + "/unit-{{ idx }}.service", "mode": "0644"},
+                        "loop": cases, "loop_control": {"loop_var": "_vllm_instance", "index_var": "idx"}}]}]
+    (tmp / "play.yml").write_text(json.dumps(play))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(tmp / "collections"), ANSIBLE_LOCALHOST_WARNING="false")
+    done = subprocess.run([str(venv_bin / "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                           "-e", "ansible_python_interpreter=%s" % (venv_bin / "python"), str(tmp / "play.yml")],
+                          env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return [(tmp / ("unit-%d.service" % i)).read_text() for i in range(len(cases))]
+
+
+@pytest.mark.parametrize("case", range(len(NUMA_CASES)), ids=[repr(case[0]) for case in NUMA_CASES])
+def test_numa_binding_only_for_a_known_node(case, units):
+    numa, binds = NUMA_CASES[case]
+    assert ("--membind=" in units[case]) is binds
+    if binds:
+        assert "--membind=%d " % numa in units[case]
+
+
+def test_served_name_specifiers_escaped(units):
+    unit = units[-1]
+    assert "Description=vLLM OpenAI-compatible server, instance m-0 (m%%n)" in unit
+    assert "X-GpufleetVllmServedModelName=m%%n" in unit
