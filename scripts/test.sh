@@ -58,6 +58,7 @@ run_scenarios() {
   one() {  # one SCENARIO: run it, log to a file, leave exit code and seconds next to the log
     local s="$1" t0 rc=0
     t0=$(date +%s)
+    log "[molecule:$s] started (follow it: tail -f $logs/molecule-$s.log)"
     GPUFLEET_NO_SYNC=1 "$ROOT/scripts/molecule.sh" test -s "$s" >"$logs/molecule-$s.log" 2>&1 || rc=$?
     echo "$rc $(( $(date +%s) - t0 ))" >"$logs/molecule-$s.rc"
     log "[molecule:$s] exit $rc after $(( $(date +%s) - t0 )) s (log: $logs/molecule-$s.log)"
