@@ -88,8 +88,9 @@ podman exec "$HOST" curl -sS --fail-with-body --max-time 120 "http://127.0.0.1:$
   -H 'Content-Type: application/json' \
   -d '{"model": "tiny-qwen3", "prompt": "The license", "max_tokens": 12, "temperature": 0}'
 echo
-# The planner's line (the vllm role printed it from its plan in this run) next to the engine's (journal).
-predicted=$(grep -o 'vLLM should log: [A-Z]* KV cache size: [^"]*x' "$BUILD/demo-site.log" | tail -1 | sed 's/^vLLM should log: //')
+# The planner's line (the preflight report's plan of the same profile) next to the engine's (journal).
+predicted=$(grep -o 'vLLM will log *[A-Z]* KV cache size: [^"]*' "$BUILD/demo-preflight.log" 2>/dev/null | tail -1 \
+  | sed 's/^vLLM will log *//')
 logged=$(podman exec "$HOST" journalctl -u vllm-tiny-qwen3-0.service --no-pager -o cat 2>/dev/null \
   | grep -o 'CPU KV cache size: .*' | tail -1)
 log "KV cache, planned : ${predicted:-"(no prediction)"}"
