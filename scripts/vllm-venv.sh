@@ -2,7 +2,7 @@
 # Build (or reuse) the CPU validation venv holding the pinned vLLM, installed offline from the
 # wheelhouse that scripts/vllm-wheelhouse.sh fills. Used by tests/functional/test_vllm_argv_real_parser.py
 # to check rendered argv with vLLM's own parser and create_engine_config (VLLM_TARGET_DEVICE=cpu).
-# Usage: scripts/vllm-venv.sh     prints the venv's python path on stdout when done
+# Usage: scripts/vllm-venv.sh     progress on stderr; the venv's python path alone on stdout
 # Env:   GPUFLEET_VLLM_VERSION (default 0.33.0), GPUFLEET_WHEELHOUSE, GPUFLEET_PYTHON,
 #        GPUFLEET_VLLM_VENV (default ${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet-vllm/vllm-<version>-venv)
 set -euo pipefail
@@ -23,13 +23,13 @@ fi
 WHEELHOUSE="$(GPUFLEET_VLLM_VERSION="$VLLM_VERSION" "$HERE/vllm-wheelhouse.sh")"
 log "building $VENV from $WHEELHOUSE (offline)"
 rm -rf "$VENV"
-"$PY" -m venv "$VENV"
+"$PY" -m venv "$VENV" 1>&2
 # Offline from the wheelhouse only; PIP_CONFIG_FILE=/dev/null drops machine-wide constraints
 # (/etc/xdg/pip caps torch) so exactly the torch vLLM pins is installed.
 PIP_CONFIG_FILE=/dev/null "$VENV/bin/python" -m pip install --disable-pip-version-check -q \
-  --no-index --find-links "$WHEELHOUSE" --upgrade pip
+  --no-index --find-links "$WHEELHOUSE" --upgrade pip 1>&2  # stdout carries the python path alone
 PIP_CONFIG_FILE=/dev/null "$VENV/bin/python" -m pip install --disable-pip-version-check -q \
-  --no-index --find-links "$WHEELHOUSE" "vllm==$VLLM_VERSION"
+  --no-index --find-links "$WHEELHOUSE" "vllm==$VLLM_VERSION" 1>&2
 got="$(VLLM_TARGET_DEVICE=cpu "$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("vllm"))')"
 [ "$got" = "$VLLM_VERSION" ] || die "venv has vLLM $got, expected $VLLM_VERSION"
 touch "$STAMP"

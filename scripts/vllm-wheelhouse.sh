@@ -3,7 +3,7 @@
 # dependency (cp311, manylinux x86_64), downloaded once and shared by
 #   - scripts/vllm-venv.sh (the CPU validation venv used by tests/functional/test_vllm_argv_real_parser.py)
 #   - the vllm role (installs on a target with `pip install --no-index --find-links WHEELHOUSE`).
-# Usage: scripts/vllm-wheelhouse.sh            prints the wheelhouse path on stdout when done
+# Usage: scripts/vllm-wheelhouse.sh            progress on stderr; the wheelhouse path alone on stdout
 # Env:   GPUFLEET_VLLM_VERSION (default 0.33.0)
 #        GPUFLEET_WHEELHOUSE   (default ${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet-vllm/wheelhouse)
 #        GPUFLEET_PYTHON       (default python3; must be CPython 3.11 like the Debian 12 targets)
@@ -35,7 +35,7 @@ fi
 log "downloading vLLM $VLLM_VERSION and its dependencies into $WHEELHOUSE (about 4.6 GB, once)"
 PIP_CONFIG_FILE=/dev/null "$PY" -m pip download --disable-pip-version-check \
   --only-binary=:all: \
-  -d "$WHEELHOUSE" "vllm==$VLLM_VERSION" pip setuptools wheel
+  -d "$WHEELHOUSE" "vllm==$VLLM_VERSION" pip setuptools wheel 1>&2  # pip's lines to stderr: stdout is the path alone
 # A pip recent enough to install the wheelhouse offline is part of it (ensurepip's 23.x works too).
 ls "$WHEELHOUSE"/vllm-"$VLLM_VERSION"-*.whl >/dev/null 2>&1 || die "no vllm-$VLLM_VERSION wheel in $WHEELHOUSE"
 touch "$STAMP"

