@@ -45,7 +45,8 @@ def render(tmp_path, extra):
          str(HERE / "render.yml"), "-e", "@%s" % extra_file, "-e", "ansible_python_interpreter=%s" % sys.executable],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=ROOT, timeout=300, check=False, text=True)
     assert proc.returncode == 0, proc.stdout
-    return (tmp_path / "rules" / "gpufleet-vllm.rules.yml").read_text()
+    rules = tmp_path / "rules" / "gpufleet-vllm.rules.yml"
+    return rules.read_text() if rules.exists() else None
 
 
 @pytest.fixture(scope="module", params=sorted(ERAS))
@@ -108,3 +109,23 @@ def test_thresholds_come_from_the_variables(tmp_path):
     assert "vllm:kv_cache_usage_perc) > 0.8\n" in rules
     assert "> 3\n" in rules
     assert "increase(vllm:generation_tokens_total[7m])" in rules
+
+
+@pytest.mark.parametrize("version", ["0.10.2", "0.33.0"])
+def test_dashboard_is_json_with_the_release_names(tmp_path, version):
+    render(tmp_path, {"render_dashboard": True, "render_rules": False, "monitoring_vllm_version": version})
+    dashboard = json.loads((tmp_path / "gpufleet-vllm.dashboard.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    titles = [p["title"] for p in dashboard["panels"]]
+    assert "vLLM instances" in titles and "Hosts and GPUs" in titles
+    assert any(ERAS[version]["__KV__"] + "{" in e for e in exprs)
+    assert any(ERAS[version]["__ITL__"] + "_bucket{" in e for e in exprs)
+    assert dashboard["description"].startswith("vLLM %s " % version)
+    # Legends keep Grafana's own {{...}} (not eaten by Jinja).
+    assert any(t["legendFormat"] == "{{instance}}" for p in dashboard["panels"] for t in p.get("targets", []))
+    used = set(re.findall(r"vllm:[A-Za-z0-9_:]+", " ".join(exprs)))
+    exposed = {m.group(1) for m in (re.match(r"^([A-Za-z_:][A-Za-z0-9_:]*)[{ ]", l) for l in SCRAPE.read_text().splitlines()) if m}
+    if version == "0.33.0":
+        assert used - exposed == set()
+    else:
+        assert used - exposed == {"vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds_bucket"}
