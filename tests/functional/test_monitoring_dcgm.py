@@ -18,7 +18,7 @@ def files(request, tmp_path_factory):
                               "_monitoring_unit_dir": str(tmp_path), "_monitoring_dcgm_hostengine": request.param})
     csv = (tmp_path / "dcgm" / "gpufleet-counters.csv").read_text()
     unit = (tmp_path / "gpufleet-dcgm-exporter.service").read_text()
-    return request.param, rules, csv, unit, tmp_path
+    return dict(hostengine=request.param, rules=rules, csv=csv, unit=unit, tmp_path=tmp_path)
 
 
 def _fields(csv):
@@ -28,8 +28,7 @@ def _fields(csv):
 
 
 def test_counters_enable_xid_ecc_and_nvlink_errors(files):
-    _, _, csv, _, _ = files
-    fields = _fields(csv)
+    fields = _fields(files["csv"])
     for name in ("DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
                  "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
                  "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL"):
@@ -37,14 +36,13 @@ def test_counters_enable_xid_ecc_and_nvlink_errors(files):
 
 
 def test_every_dcgm_name_the_rules_use_is_collected(files):
-    _, rules, csv, _, _ = files
-    used = set(re.findall(r"DCGM_FI_[A-Z0-9_]+", rules))
+    used = set(re.findall(r"DCGM_FI_[A-Z0-9_]+", files["rules"]))
     assert len(used) >= 8
-    assert used - _fields(csv) == set()
+    assert used - _fields(files["csv"]) == set()
 
 
 def test_unit_uses_the_running_host_engine_or_embeds_one(files):
-    hostengine, _, _, unit, tmp_path = files
+    hostengine, unit, tmp_path = files["hostengine"], files["unit"], files["tmp_path"]
     parser = configparser.ConfigParser(strict=False, interpolation=None)
     parser.read_string(unit)
     argv = parser["Service"]["ExecStart"].split()
@@ -60,9 +58,9 @@ def test_unit_uses_the_running_host_engine_or_embeds_one(files):
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze here")
 def test_unit_parses_for_systemd(files):
-    _, _, _, _, tmp_path = files
+    tmp_path = files["tmp_path"]
     proc = subprocess.run(["systemd-analyze", "verify", "--man=no", str(tmp_path / "gpufleet-dcgm-exporter.service")],
                           capture_output=True, text=True, check=False)
     # The exporter binary is not installed here: only that complaint is allowed.
-    problems = [l for l in (proc.stdout + proc.stderr).splitlines() if l.strip() and "dcgm-exporter" not in l]
+    problems = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip() and "dcgm-exporter" not in line]
     assert problems == [], proc.stdout + proc.stderr

@@ -52,11 +52,12 @@ def render(tmp_path, extra):
 @pytest.fixture(scope="module", params=sorted(ERAS))
 def rendered(request, tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("rules-%s" % request.param)
-    return request.param, tmp_path, render(tmp_path, {"monitoring_vllm_version": request.param})
+    return dict(version=request.param, tmp_path=tmp_path,
+                rules=render(tmp_path, {"monitoring_vllm_version": request.param}))
 
 
 def test_promtool_unit_tests_pass(rendered):
-    version, tmp_path, rules = rendered
+    version, tmp_path, rules = rendered["version"], rendered["tmp_path"], rendered["rules"]
     (tmp_path / "rules.yml").write_text(rules)
     tests = (HERE / "rules.test.yml").read_text()
     for token, name in ERAS[version].items():
@@ -69,7 +70,7 @@ def test_promtool_unit_tests_pass(rendered):
 
 
 def test_every_alert_has_a_firing_test(rendered):
-    _, _, rules = rendered
+    rules = rendered["rules"]
     alerts = {r["alert"] for g in yaml.safe_load(rules)["groups"] for r in g["rules"] if "alert" in r}
     tests = yaml.safe_load((HERE / "rules.test.yml").read_text())["tests"]
     fired = {c["alertname"] for t in tests for c in t["alert_rule_test"] if c["exp_alerts"]}
@@ -79,7 +80,7 @@ def test_every_alert_has_a_firing_test(rendered):
 
 
 def test_rules_use_the_names_of_the_release(rendered):
-    version, _, rules = rendered
+    version, rules = rendered["version"], rendered["rules"]
     for name in ERAS[version].values():
         assert name in rules
     other = {"vllm:gpu_cache_usage_perc", "vllm:kv_cache_usage_perc", "vllm:time_per_output_token_seconds",
@@ -89,7 +90,7 @@ def test_rules_use_the_names_of_the_release(rendered):
 
 
 def test_current_rules_only_use_names_a_real_vllm_0_32_exposes(rendered):
-    version, _, rules = rendered
+    version, rules = rendered["version"], rendered["rules"]
     exposed = set()
     for line in SCRAPE.read_text().splitlines():
         match = re.match(r"^([A-Za-z_:][A-Za-z0-9_:]*)[{ ]", line)
@@ -124,7 +125,8 @@ def test_dashboard_is_json_with_the_release_names(tmp_path, version):
     # Legends keep Grafana's own {{...}} (not eaten by Jinja).
     assert any(t["legendFormat"] == "{{instance}}" for p in dashboard["panels"] for t in p.get("targets", []))
     used = set(re.findall(r"vllm:[A-Za-z0-9_:]+", " ".join(exprs)))
-    exposed = {m.group(1) for m in (re.match(r"^([A-Za-z_:][A-Za-z0-9_:]*)[{ ]", l) for l in SCRAPE.read_text().splitlines()) if m}
+    exposed = {m.group(1) for m in (re.match(r"^([A-Za-z_:][A-Za-z0-9_:]*)[{ ]", line)
+                                    for line in SCRAPE.read_text().splitlines()) if m}
     if version == "0.33.0":
         assert used - exposed == set()
     else:
