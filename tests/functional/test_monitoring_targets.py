@@ -64,7 +64,7 @@ def test_targets_from_inventory_and_plan(tmp_path):
 
 
 def test_loopback_instances_on_another_host_are_refused(tmp_path):
-    code, out, _ = run(tmp_path, "127.0.0.1")
+    code, out = run(tmp_path, "127.0.0.1")[:2]
     assert code != 0
     assert "listen on loopback only" in out and "gpu02/m-0" in out and "vllm_profile.host" in out
     assert "gpu01/m-0" not in out.split("listen on loopback only")[1].split("Bind them")[0]
