@@ -135,9 +135,9 @@ def count_params(config):
         linear, other = _decoder(t, mt)
         mtp = _mtp(t, mt)
         vision = _vision(config)
-    except (KeyError, TypeError) as exc:
-        raise EstimateUnavailable("config.json lacks %s needed to count parameters: give the index" % exc)
-    emb = t["vocab_size"] * t["hidden_size"]
+        emb = t["vocab_size"] * t["hidden_size"]
+    except (KeyError, TypeError) as exc:  # a missing or null field (vocab_size: null)
+        raise EstimateUnavailable("config.json lacks a usable field needed to count parameters (%s): give the index" % exc)
     tied = t.get("tie_word_embeddings", config.get("tie_word_embeddings", False))
     out = {"linear": linear + mtp[0], "embedding": emb * (1 if tied else 2), "other": other + mtp[1], "vision": vision}
     out["total"] = sum(out.values())

@@ -351,6 +351,10 @@ def check_params(params):
         for pat in params[name] or []:
             if not pat or any(c in pat for c in "\x00\r\n"):
                 raise UserError("%s: %r is not a usable pattern (empty, newline or NUL)" % (name, pat), option=name)
+    # required_if lets an explicit null through (``path: null``, or a variable that is unset).
+    needed = {"hf": "repo_id", "http": "url", "local": "path"}[params["source"]]
+    if not params[needed]:
+        raise UserError("%s is required with source: %s (it is empty or null)" % (needed, params["source"]), option=needed)
     for name in ("url", "endpoint"):
         value = params[name]
         if value and not value.startswith(("http://", "https://")):

@@ -32,8 +32,8 @@ def code_pieces():
 
 
 def named_paths(text):
-    found = set(re.findall(r"(plugins/(?:modules|module_utils|filter)/[\w/]+\.py)", text))
-    found |= set(re.findall(r"\b(roles/[a-z_]+)\b", text))
+    found = set(re.findall(r"(?<![\w/])(plugins/(?:modules|module_utils|filter)/[\w/]+\.py)", text))
+    found |= set(re.findall(r"(?<![\w/])(roles/[a-z_]+)\b", text))
     return found
 
 

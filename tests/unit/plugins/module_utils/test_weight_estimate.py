@@ -40,7 +40,7 @@ def test_bf16_estimate_equals_real_index_total(model):
 
 def test_online_fp8_shrinks_only_linear_weights():
     cfg = raw("Qwen__Qwen3-32B.config.json")
-    bf16, _ = we.estimate_weight_bytes(cfg)
+    bf16 = we.estimate_weight_bytes(cfg)[0]
     fp8, source = we.estimate_weight_bytes(cfg, online_quantization="fp8")
     counts = we.count_params(cfg)
     assert "online fp8" in source
