@@ -303,18 +303,26 @@ def check_expected(facts, expected):
                 facts["driver_version"], expected["min_driver"]))
     elif expected.get("min_driver") and gpus:
         problems.append("driver version unknown: cannot check min_driver %s" % expected["min_driver"])
-    problems.extend(nvlink_problems(gpus, expected.get("nvlinks_per_gpu")))
+    problems.extend(nvlink_problems(gpus, expected.get("nvlinks_per_gpu"), nvlink == "required"))
     return problems
 
 
-def nvlink_problems(gpus, per_gpu=None):
+def nvlink_problems(gpus, per_gpu=None, nvlink_expected=False):
+    """Down NVLinks and GPUs with fewer active links than their peers.
+
+    An inactive link number is "down" only where NVLink is expected (``nvlink: required`` or
+    ``nvlinks_per_gpu``) or where a peer GPU has that same link number active: NVML may answer for
+    link numbers a card does not wire (NVIDIA's mock NVML answers links 0-17 inactive on an A100
+    with 12), and a PCIe-only host has every link inactive."""
     problems = []
     counts = dict((g["index"], g.get("nvlink_active_count")) for g in gpus if g.get("nvlinks") is not None)
+    active_somewhere = set(l["link"] for g in gpus for l in (g.get("nvlinks") or []) if l.get("active"))
     for g in gpus:
         links = g.get("nvlinks")
         if links is None:
             continue
-        down = [l["link"] for l in links if not l.get("active")]
+        down = [l["link"] for l in links if not l.get("active") and
+                (nvlink_expected or per_gpu is not None or l["link"] in active_somewhere)]
         if down:
             problems.append("GPU%d has %d NVLink(s) down: %s" % (g["index"], len(down), down))
         if per_gpu is not None and counts[g["index"]] != int(per_gpu):

@@ -17,6 +17,7 @@ State (see topologies.py for complete examples)::
      "init_error": null,              # or an NVML error code number / name to fail nvmlInit with
      "gpus": [{"name", "uuid", "pci_bus_id", "minor_number", "memory_total", "cc": [8, 0],
                "persistence": 1, "ecc": [1, 1] | null, "power_limit_mw": 400000,
+               "nvlink_count": 12 (NVML_FI_DEV_NVLINK_LINK_COUNT; absent = field not supported),
                "mig": [current, pending] | null, "mig_devices": [{"gi", "ci", "memory", "uuid"}],
                "numa": 0 | null, "cpu_affinity": [0, 1], "nvlinks": [{"state", "version",
                "remote_type", "remote"}], "fabric": {"state": 3, "status": 0} | null,
@@ -49,6 +50,7 @@ NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
 NVML_ERROR_IN_USE = 19
 NVML_ERROR_UNKNOWN = 999
 NVML_NVLINK_MAX_LINKS = 18
+NVML_FI_DEV_NVLINK_LINK_COUNT = 91
 NVML_P2P_CAPS_INDEX_NVLINK = 2
 NVML_P2P_STATUS_OK = 0
 NVML_P2P_STATUS_NOT_SUPPORTED = 5
@@ -284,6 +286,17 @@ class FakePynvml(object):
         if link >= len(links):
             raise NVMLError(NVML_ERROR_INVALID_ARGUMENT if link >= NVML_NVLINK_MAX_LINKS else NVML_ERROR_NOT_SUPPORTED)
         return links[link]
+
+    def nvmlDeviceGetFieldValues(self, handle, field_ids):
+        """Only NVML_FI_DEV_NVLINK_LINK_COUNT, from the state's ``nvlink_count`` (absent: NotSupported
+        in that value's nvmlReturn, as NVML reports a field it cannot read)."""
+        gpu = self._gpu(handle, "nvmlDeviceGetFieldValues")
+        out = []
+        for field_id in field_ids:
+            count = gpu.get("nvlink_count") if field_id == NVML_FI_DEV_NVLINK_LINK_COUNT else None
+            out.append(_Struct(fieldId=field_id, nvmlReturn=NVML_SUCCESS if count is not None else NVML_ERROR_NOT_SUPPORTED,
+                               value=_Struct(uiVal=count or 0)))
+        return out
 
     def nvmlDeviceGetNvLinkState(self, handle, link):
         return self._link(handle, link, "nvmlDeviceGetNvLinkState")["state"]
