@@ -18,7 +18,7 @@ State (see topologies.py for complete examples)::
      "gpus": [{"name", "uuid", "pci_bus_id", "minor_number", "memory_total", "cc": [8, 0],
                "persistence": 1, "ecc": [1, 1] | null, "power_limit_mw": 400000,
                "nvlink_count": 12 (NVML_FI_DEV_NVLINK_LINK_COUNT; absent = field not supported),
-               "mig": [current, pending] | null, "mig_devices": [{"gi", "ci", "memory", "uuid"}],
+               "mig": [current, pending] | null, "passthrough": false (true: a pass-through VM), "mig_devices": [{"gi", "ci", "memory", "uuid"}],
                "numa": 0 | null, "cpu_affinity": [0, 1], "nvlinks": [{"state", "version",
                "remote_type", "remote"}], "fabric": {"state": 3, "status": 0} | null,
                "processes": [{"pid", "name", "used"}], "errors": {"nvmlDeviceGetX": 3}}],
@@ -46,6 +46,7 @@ NVML_ERROR_NOT_FOUND = 6
 NVML_ERROR_DRIVER_NOT_LOADED = 9
 NVML_ERROR_LIBRARY_NOT_FOUND = 12
 NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_RESET_REQUIRED = 16
 NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
 NVML_ERROR_IN_USE = 19
 NVML_ERROR_UNKNOWN = 999
@@ -59,12 +60,12 @@ NVML_DEVICE_MIG_ENABLE = 1
 
 _ERROR_STRINGS = {
     1: "Uninitialized", 2: "Invalid Argument", 3: "Not Supported", 4: "Insufficient Permissions",
-    6: "Not Found", 9: "Driver Not Loaded", 12: "NVML Shared Library Not Found", 15: "GPU is lost",
+    6: "Not Found", 9: "Driver Not Loaded", 12: "NVML Shared Library Not Found", 15: "GPU is lost", 16: "Reset required",
     18: "Driver/library version mismatch", 19: "In use by another client", 999: "Unknown Error",
 }
 _ERROR_CODES = {
     "uninitialized": 1, "invalid_argument": 2, "not_supported": 3, "no_permission": 4, "not_found": 6,
-    "driver_not_loaded": 9, "library_not_found": 12, "gpu_is_lost": 15, "lib_rm_version_mismatch": 18,
+    "driver_not_loaded": 9, "library_not_found": 12, "gpu_is_lost": 15, "reset_required": 16, "lib_rm_version_mismatch": 18,
     "in_use": 19, "unknown": 999,
 }
 
@@ -247,9 +248,12 @@ class FakePynvml(object):
         if applies_now:
             gpu["mig"][0] = mode
         self._save()
+        # activationStatus as nvmlDeviceSetMigMode documents it: SUCCESS when the mode took effect;
+        # RESET_REQUIRED where reset is not exposed (state "passthrough": a pass-through VM);
+        # IN_USE when the device could not be unbound because it was not idle.
         if gpu["mig"][0] == mode:
             return NVML_SUCCESS
-        return NVML_ERROR_IN_USE if self._live_processes(handle.index, gpu) else NVML_ERROR_NOT_SUPPORTED
+        return NVML_ERROR_RESET_REQUIRED if gpu.get("passthrough") else NVML_ERROR_IN_USE
 
     def nvmlDeviceGetMaxMigDeviceCount(self, handle):
         gpu = self._gpu(handle, "nvmlDeviceGetMaxMigDeviceCount")
