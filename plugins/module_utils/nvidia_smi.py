@@ -427,6 +427,55 @@ def parse_compute_cap_csv(text):
     return out
 
 
+_NVLINK_GPU = re.compile(r"^\s*GPU\s+(\d+)\s*:")
+_NVLINK_STATUS = re.compile(r"^\s*Link\s+(\d+)\s*:\s*(.*?)\s*$")
+_NVLINK_REMOTE = re.compile(r"^\s*Link\s+(\d+)\s*:\s*Remote Device\s+([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f])")
+
+
+def _nvlink_lines(text):
+    """(gpu index, link, rest of line) for each 'Link N: ...' line under a 'GPU i: ...' line."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    gpu = None
+    for line in _ANSI.sub("", text or "").replace("\r", "").split("\n"):
+        head = _NVLINK_GPU.match(line)
+        if head:
+            gpu = int(head.group(1))
+            continue
+        if gpu is not None:
+            yield gpu, line
+
+
+def parse_nvlink_status(text):
+    """``nvidia-smi nvlink -s`` -> ``{gpu index: [{"link", "active", "speed_gbps"}]}``.
+
+    A link prints its speed ('26.562 GB/s') when active and ``<inactive>`` otherwise; a GPU with
+    no NVLink has a header line and no link lines (an empty list)."""
+    out = {}
+    for gpu, line in _nvlink_lines(text):
+        out.setdefault(gpu, [])
+        match = _NVLINK_STATUS.match(line)
+        if not match:
+            continue
+        value = match.group(2)
+        speed = re.match(r"^([0-9]+(?:\.[0-9]+)?)\s*GB/s$", value)
+        out[gpu].append({"link": int(match.group(1)), "active": speed is not None,
+                         "speed_gbps": float(speed.group(1)) if speed else None})
+    return out
+
+
+def parse_nvlink_remote(text):
+    """``nvidia-smi nvlink -R`` -> ``{gpu index: {link: remote PCI bus id as printed}}``
+    ('Link 0: Remote Device 00000008:00:00.0: Link 32')."""
+    out = {}
+    for gpu, line in _nvlink_lines(text):
+        out.setdefault(gpu, {})
+        match = _NVLINK_REMOTE.match(line)
+        if match:
+            out[gpu][int(match.group(1))] = match.group(2)
+    return out
+
+
 # (pattern, kind) for messages nvidia-smi prints when it cannot talk to the driver; kinds match
 # nvml.FATAL_HINTS so both backends give the same advice.
 _SMI_FAILURES = (

@@ -293,17 +293,22 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError, run_guarded
 from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_inventory import (
     FACTS_KEY,
     check_expected,
     empty_facts,
     facts_from_nvml,
     facts_from_smi,
+    smi_nvlinks,
+    validate_expected,
 )
 from ansible_collections.gpufleet.vllm.plugins.module_utils.nvidia_smi import (
     NvidiaSmiParseError,
     classify_error,
     parse_compute_cap_csv,
+    parse_nvlink_remote,
+    parse_nvlink_status,
     parse_query_xml,
     parse_topology,
 )
@@ -377,7 +382,17 @@ def gather_smi(module):
                                         environ_update=C_ENV)
     if rc == 0:
         caps = parse_compute_cap_csv(out)
-    return facts_from_smi(query, topo, caps, read_sysfs([g["pci_bus_id"] for g in query["gpus"]]))
+    bus_ids = [g["pci_bus_id"] for g in query["gpus"]]
+    return facts_from_smi(query, topo, caps, read_sysfs(bus_ids), _smi_nvlinks(module, path, bus_ids))
+
+
+def _smi_nvlinks(module, path, bus_ids):
+    """Per-link state (nvlink -s) and remote (nvlink -R); None when nvidia-smi cannot say."""
+    rc, out, dummy = module.run_command([path, "nvlink", "-s"], environ_update=C_ENV)
+    if rc != 0:
+        return None
+    rc_r, out_r, dummy = module.run_command([path, "nvlink", "-R"], environ_update=C_ENV)
+    return smi_nvlinks(parse_nvlink_status(out), parse_nvlink_remote(out_r) if rc_r == 0 else {}, bus_ids)
 
 
 def gather(module, backend):
@@ -399,31 +414,26 @@ def gather(module, backend):
             facts["errors"]["nvml"] = exc.message()
             return facts
         if exc.kind in FALLBACK_KINDS:
-            module.fail_json(msg="%s (or set backend=nvidia-smi)" % exc.message(), kind=exc.kind)
+            raise UserError("%s (or set backend=nvidia-smi)" % exc.message(), kind=exc.kind)
         raise
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            backend=dict(type="str", default="auto", choices=["auto", "nvml", "nvidia-smi"]),
-            expected=dict(type="dict", default={}),
-            min_gpus=dict(type="int", default=0),
-        ),
-        supports_check_mode=True,
-    )
+def _run(module):
     backend = module.params["backend"]
     min_gpus = module.params["min_gpus"]
+    if min_gpus < 0:
+        raise UserError("min_gpus must be >= 0, got %d" % min_gpus, option="min_gpus")
+    validate_expected(module.params["expected"])
     started = time.time()
     try:
         facts = gather(module, backend)
     except NoGpu as exc:
         facts = empty_facts("none", str(exc))
     except NvmlFatalError as exc:
-        module.fail_json(msg=exc.message(), kind=exc.kind)
+        raise UserError(exc.message(), kind=exc.kind)
     except NvidiaSmiParseError as exc:
-        module.fail_json(msg="could not parse nvidia-smi output: %s. Check 'nvidia-smi -q -x' on the host, "
-                             "or use backend=nvml" % exc)
+        raise UserError("could not parse nvidia-smi output: %s. Check 'nvidia-smi -q -x' and 'nvidia-smi topo -m' "
+                        "on the host, or use backend=nvml" % exc)
     facts["collection_seconds"] = round(time.time() - started, 4)
     if facts["gpu_count"] < min_gpus:
         module.fail_json(msg="found %d GPU(s) but min_gpus=%d%s. Check the driver with 'nvidia-smi', or lower "
@@ -438,6 +448,18 @@ def main():
     result = dict(facts)
     result["ansible_facts"] = {FACTS_KEY: facts}
     module.exit_json(changed=False, **result)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            backend=dict(type="str", default="auto", choices=["auto", "nvml", "nvidia-smi"]),
+            expected=dict(type="dict", default={}),
+            min_gpus=dict(type="int", default=0),
+        ),
+        supports_check_mode=True,
+    )
+    run_guarded(module, _run, "gpu_facts")
 
 
 if __name__ == "__main__":

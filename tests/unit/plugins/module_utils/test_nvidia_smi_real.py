@@ -129,3 +129,36 @@ def test_query_xml_entities_never_expanded():
         parse_query_xml(text)
     with pytest.raises(NvidiaSmiParseError):
         parse_query_xml('<?xml version="1.0"?><nvidia_smi_log><!ENTITY x "y"></nvidia_smi_log>')
+
+
+def test_nvlink_status_real_h200():
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.nvidia_smi import parse_nvlink_status
+    status = parse_nvlink_status(read("h200x2", "smi_nvlink_s.txt"))
+    assert sorted(status) == [0, 1]
+    assert [l["link"] for l in status[0]] == list(range(18))
+    assert all(l["active"] and l["speed_gbps"] == 26.562 for l in status[1])
+
+
+def test_nvlink_status_real_v100_inactive_links():
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.nvidia_smi import parse_nvlink_status
+    status = parse_nvlink_status(read("nvidia-smi", "nvlink", "v100_status_azhpc-diagnostics-73.txt"))
+    assert list(status) == [3]
+    assert [l["link"] for l in status[3] if not l["active"]] == [3, 5]
+    assert status[3][0]["speed_gbps"] == 25.781
+
+
+def test_nvlink_remote_real_a100_and_remote_kinds():
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_inventory import smi_nvlinks
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.nvidia_smi import (
+        parse_nvlink_remote,
+        parse_nvlink_status,
+    )
+    remote = parse_nvlink_remote(read("nvidia-smi", "nvlink", "a100_remote_go-nvml-166.txt"))
+    assert remote == {5: {0: "00000008:00:00.0", 1: "00000008:00:00.0"}}
+    status = {5: [{"link": 0, "active": True, "speed_gbps": 25.0}, {"link": 1, "active": True, "speed_gbps": 25.0},
+                  {"link": 2, "active": False, "speed_gbps": None}]}
+    links = smi_nvlinks(status, remote, ["00000000:07:00.0"])[5]
+    assert [l["remote"] for l in links] == ["nvswitch", "nvswitch", None]
+    assert links[0]["remote_pci_bus_id"] == "00000008:00:00.0"
+    # a remote that is a GPU of this host is a direct GPU link
+    assert smi_nvlinks(status, {5: {0: "0000:07:00.0"}}, ["00000000:07:00.0"])[5][0]["remote"] == "gpu"
