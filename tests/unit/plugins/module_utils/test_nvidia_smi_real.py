@@ -162,3 +162,12 @@ def test_nvlink_remote_real_a100_and_remote_kinds():
     assert links[0]["remote_pci_bus_id"] == "00000008:00:00.0"
     # a remote that is a GPU of this host is a direct GPU link
     assert smi_nvlinks(status, {5: {0: "0000:07:00.0"}}, ["00000000:07:00.0"])[5][0]["remote"] == "gpu"
+
+
+def test_derived_lost_tab_between_cpu_and_numa():
+    # DERIVED from the real go-gpuallocator#17 output, tabs kept: the tab between the CPU list and the
+    # NUMA node removed on GPU4-7, the same kind of loss as 'NODENODE' in the real vllm#13855 paste.
+    text = topo_fixture("rtx4090x8_go-gpuallocator-17.txt").replace("56-111,168-223\t1\t", "56-111,168-2231\t")
+    topo = parse_topology(text)
+    for gpu in "4567":
+        assert topo["affinity"][gpu] == {"cpu_affinity": "56-111,168-223", "numa_affinity": "1", "gpu_numa_id": None}
