@@ -135,10 +135,10 @@ reset_required:
   sample: false
 reboot_required:
   description:
-    - Whether NVML's activation status of a change was V(reset_required) (C(NVML_ERROR_RESET_REQUIRED)):
-      per NVML's C(nvmlDeviceSetMigMode) documentation, on platforms such as pass-through virtualization
+    - Whether NVML's activation status of a change was V(reset_required) (C(NVML_ERROR_RESET_REQUIRED)).
+      Per NVML's C(nvmlDeviceSetMigMode) documentation, on platforms such as pass-through virtualization
       where GPU reset is not exposed, only a (VM) reboot applies the mode.
-    - An activation status of V(in_use) (the device was not idle) is not a reboot: idle the GPU, then a
+    - An activation status of V(in_use) (the device was not idle) is not a reboot. Idle the GPU, then a
       GPU reset applies the pending mode (RV(reset_required)).
   returned: always
   type: bool

@@ -9,7 +9,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import xml.etree.ElementTree as ET
 
 import pytest
 

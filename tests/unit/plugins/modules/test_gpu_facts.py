@@ -85,8 +85,8 @@ def test_smi_backend(monkeypatch):
     assert result["unavailable"] == ["nvml_version"]
     # nvlink -s (real capture): 18 active links per GPU, as NVML reports on the same host
     assert [g["nvlink_active_count"] for g in result["gpus"]] == [18, 18]
-    assert result["gpus"][0]["nvlinks"][17] == {"link": 17, "active": True, "version": None, "remote": None,
-                                                 "remote_pci_bus_id": None}
+    link17 = {"link": 17, "active": True, "version": None, "remote": None, "remote_pci_bus_id": None}
+    assert result["gpus"][0]["nvlinks"][17] == link17
 
 
 def test_smi_backend_without_nvlink_command(monkeypatch):
