@@ -13,7 +13,8 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils.nvml import canonical_pci_bus_id
+from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
+from ansible_collections.gpufleet.vllm.plugins.module_utils.nvml import canonical_pci_bus_id, mig_capable
 from ansible_collections.gpufleet.vllm.plugins.module_utils.topology import (
     format_cpu_list,
     matrix_from_nvml,
@@ -99,8 +100,35 @@ def facts_from_nvml(raw, sysfs=None):
     return _finish(facts)
 
 
-def facts_from_smi(query, topo=None, compute_caps=None, sysfs=None):
-    """Facts from ``parse_query_xml``, ``parse_topology`` and ``parse_compute_cap_csv`` results."""
+def smi_nvlinks(status, remote, bus_ids):
+    """NVML-shaped ``nvlinks`` per GPU index from ``parse_nvlink_status``/``parse_nvlink_remote``.
+
+    Remote type: a link whose remote device is a GPU of this host is "gpu"; NVML's NVSwitch id
+    FFFFFFFF:FF:FF.0 (seen on the H200 capture) or any other device is "nvswitch" (on x86 an NVLink
+    ends at a GPU or an NVSwitch; NVML's CPU type is IBM POWER's NPU); no -R line: None."""
+    if status is None:
+        return {}
+    local = set(canonical_pci_bus_id(b) for b in bus_ids if b)
+    out = {}
+    for gpu, links in status.items():
+        remotes = (remote or {}).get(gpu, {})
+        out[gpu] = []
+        for link in links:
+            bus = canonical_pci_bus_id(remotes.get(link["link"])) if remotes.get(link["link"]) else None
+            kind = None if bus is None else ("gpu" if bus in local else "nvswitch")
+            out[gpu].append({"link": link["link"], "active": link["active"], "version": None,
+                             "remote": kind, "remote_pci_bus_id": bus})
+    return out
+
+
+def _cc_tuple(cc):
+    match = re.match(r"^(\d+)\.(\d+)$", cc or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def facts_from_smi(query, topo=None, compute_caps=None, sysfs=None, nvlinks=None):
+    """Facts from ``parse_query_xml``, ``parse_topology`` and ``parse_compute_cap_csv`` results;
+    ``nvlinks`` is ``smi_nvlinks``' result (None: ``nvidia-smi nvlink`` could not be read)."""
     compute_caps = dict((canonical_pci_bus_id(k), v) for k, v in (compute_caps or {}).items())
     topo = topo or {"links": {}, "affinity": {}}
     gpus = []
@@ -132,7 +160,7 @@ def facts_from_smi(query, topo=None, compute_caps=None, sysfs=None):
             "mig": {
                 "current": g["mig"]["current"],
                 "pending": g["mig"]["pending"],
-                "supported": g["mig"]["current"] is not None,
+                "supported": mig_capable(g.get("product_name"), _cc_tuple(cc), g["mig"]["current"] is not None),
                 "devices": [{
                     "index": d.get("index"),
                     "gpu_instance_id": d.get("gpu_instance_id"),
@@ -143,7 +171,7 @@ def facts_from_smi(query, topo=None, compute_caps=None, sysfs=None):
             },
             "numa_node": _numa(sysfs, bus),
             "cpu_affinity": cpus,
-            "nvlinks": None,
+            "nvlinks": nvlinks.get(idx, []) if nvlinks is not None else None,
             "fabric": ({"state": _fabric_word(g.get("fabric_state")), "status": _fabric_word(g.get("fabric_status"))}
                        if _fabric_word(g.get("fabric_state")) else None),
             "errors": errors,
@@ -157,7 +185,7 @@ def facts_from_smi(query, topo=None, compute_caps=None, sysfs=None):
         "gpus": gpus,
         "topology": {"links": dict(topo.get("links", {}))},
         "pairs": {},
-        "unavailable": list(SMI_UNAVAILABLE),
+        "unavailable": [u for u in SMI_UNAVAILABLE if u != "nvlinks" or nvlinks is None],
         "errors": {},
         "reason": None,
     }
@@ -250,6 +278,45 @@ EXPECTED_KEYS = ("count", "name_pattern", "min_memory_mib", "nvlink", "nvlinks_p
                  "persistence", "min_driver")
 
 
+_INT_KEYS = ("count", "min_memory_mib", "nvlinks_per_gpu")
+
+
+def validate_expected(expected):
+    """Refuse expectations the checks cannot use, naming the key (the gpu_preflight role passes
+    gpu_preflight_expected as gpu_facts' ``expected``): non-integer counts, bad regexes."""
+    if not isinstance(expected, dict):
+        raise UserError("expected (gpu_preflight_expected) must be a mapping, got %s" % type(expected).__name__)
+    for key in _INT_KEYS:
+        value = expected.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not _is_int(value) or int(value) < 0:
+            raise UserError("expected.%s (gpu_preflight_expected.%s) must be a whole number >= 0, got %r" % (
+                key, key, value), option="expected.%s" % key)
+    pattern = expected.get("name_pattern")
+    if pattern is not None:
+        try:
+            re.compile(str(pattern))
+        except (re.error, RecursionError, OverflowError) as exc:
+            raise UserError("expected.name_pattern (gpu_preflight_expected.name_pattern) is not a valid regular "
+                            "expression: %s (%r)" % (exc, pattern), option="expected.name_pattern")
+    if expected.get("min_driver") is not None and not _version_tuple(expected["min_driver"]):
+        raise UserError("expected.min_driver (gpu_preflight_expected.min_driver) must be a version such as "
+                        "'550.54', got %r" % (expected["min_driver"],), option="expected.min_driver")
+
+
+def _is_int(value):
+    if isinstance(value, int):
+        return True
+    if isinstance(value, float):
+        return value.is_integer()
+    try:
+        int(str(value).strip())
+    except (ValueError, TypeError):
+        return False
+    return True
+
+
 def _version_tuple(text):
     return tuple(int(p) for p in re.findall(r"\d+", str(text or "")))
 
@@ -261,6 +328,7 @@ def check_expected(facts, expected):
     active links than their peers (the failure that looks healthy until TP traffic crawls over PCIe).
     """
     expected = expected or {}
+    validate_expected(expected)
     problems = []
     unknown = sorted(set(expected) - set(EXPECTED_KEYS))
     if unknown:
@@ -303,18 +371,26 @@ def check_expected(facts, expected):
                 facts["driver_version"], expected["min_driver"]))
     elif expected.get("min_driver") and gpus:
         problems.append("driver version unknown: cannot check min_driver %s" % expected["min_driver"])
-    problems.extend(nvlink_problems(gpus, expected.get("nvlinks_per_gpu")))
+    problems.extend(nvlink_problems(gpus, expected.get("nvlinks_per_gpu"), nvlink == "required"))
     return problems
 
 
-def nvlink_problems(gpus, per_gpu=None):
+def nvlink_problems(gpus, per_gpu=None, nvlink_expected=False):
+    """Down NVLinks and GPUs with fewer active links than their peers.
+
+    An inactive link number is "down" only where NVLink is expected (``nvlink: required`` or
+    ``nvlinks_per_gpu``) or where a peer GPU has that same link number active: NVML may answer for
+    link numbers a card does not wire (NVIDIA's mock NVML answers links 0-17 inactive on an A100
+    with 12), and a PCIe-only host has every link inactive."""
     problems = []
     counts = dict((g["index"], g.get("nvlink_active_count")) for g in gpus if g.get("nvlinks") is not None)
+    active_somewhere = set(l["link"] for g in gpus for l in (g.get("nvlinks") or []) if l.get("active"))
     for g in gpus:
         links = g.get("nvlinks")
         if links is None:
             continue
-        down = [l["link"] for l in links if not l.get("active")]
+        down = [l["link"] for l in links if not l.get("active") and
+                (nvlink_expected or per_gpu is not None or l["link"] in active_somewhere)]
         if down:
             problems.append("GPU%d has %d NVLink(s) down: %s" % (g["index"], len(down), down))
         if per_gpu is not None and counts[g["index"]] != int(per_gpu):

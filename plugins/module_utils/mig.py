@@ -112,10 +112,23 @@ def diff(planned):
 
 
 def after_apply(entry, current, pending, activation):
-    """Update a planned entry with what NVML reports after setting the mode."""
+    """Update a planned entry with what NVML reports after setting the mode.
+
+    NVML's nvmlDeviceSetMigMode (nvml.h; NVML API reference "Multi Instance GPU Management"):
+    the call sets the pending mode and "may unbind or reset the device to activate" it, so current
+    is read again. Its activationStatus is NVML_SUCCESS when activated; NVML_ERROR_IN_USE when the
+    device was not idle ("idle the device and retry", i.e. a GPU reset once idle); and
+    NVML_ERROR_RESET_REQUIRED "on certain platforms like pass-through virtualization, where reset
+    functionality may not be exposed directly, VM reboot is required"."""
     entry = dict(entry)
     entry["current"] = current
     entry["pending"] = pending
     entry["activation_status"] = activation
     entry["reset_required"] = current != entry["desired"]
     return entry
+
+
+def needs_reboot(entry):
+    """Only NVML_ERROR_RESET_REQUIRED as activation status asks for a (VM) reboot (see after_apply);
+    in_use means idle the GPU and reset it, which the mig role does."""
+    return bool(entry.get("reset_required")) and entry.get("activation_status") == "reset_required"

@@ -100,6 +100,21 @@ def _mig_devices(gpu):
     return devices
 
 
+# A DOCTYPE with an optional internal subset: drivers 340-352 print the whole DTD inline
+# (<!DOCTYPE nvidia_smi_log [ <!ELEMENT ...> ... ]>); its '>' characters end a naive match early.
+_DOCTYPE = re.compile(r"<!DOCTYPE\s+[^\[>]*(\[.*?\]\s*)?>", re.DOTALL)
+
+
+def _strip_doctype(text):
+    """Remove the DOCTYPE (and its internal subset) before parsing, so no entity it declares can
+    be expanded; an entity declared anywhere else is refused."""
+    text = _DOCTYPE.sub("", text, count=1)
+    if re.search(r"<!(DOCTYPE|ENTITY)", text):
+        raise NvidiaSmiParseError("nvidia-smi -q -x output declares entities outside its DOCTYPE: refused "
+                                  "(entity expansion is never enabled)")
+    return text
+
+
 def parse_query_xml(text):
     """Parse ``nvidia-smi -q -x``.
 
@@ -114,8 +129,7 @@ def parse_query_xml(text):
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
     text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
-    # Drop the DOCTYPE: expat would not fetch the DTD anyway, but some outputs carry odd ones.
-    text = re.sub(r"<!DOCTYPE[^>]*>", "", text, count=1)
+    text = _strip_doctype(text)
     try:
         root = ET.fromstring(text.strip().encode("utf-8"))
     except ET.ParseError as exc:
@@ -168,18 +182,176 @@ def parse_query_xml(text):
 
 
 _GPU_LABEL = re.compile(r"^GPU(\d+)$")
-_NIC_LABEL = re.compile(r"^(NIC\d+|mlx\d+_\d+|[a-z]+\d*_\d+)$")
-_LEGEND_START = re.compile(r"^\s*Legend\s*:?\s*$")
-_LINK_WORDS = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|NVB|NVLINK\d*|C2C)$")
+_LEGEND_START = re.compile(r"^\s*(NIC\s+)?Legend\s*:?\s*$")
+# Header tokens; finditer also separates labels a lost tab glued together ('NIC8NIC9', seen in
+# vllm-project/vllm#13855). Descriptive columns first so 'GPU NUMA ID' is not read as a GPU label.
+_HEADER_TOKEN = re.compile(r"CPU Affinity|NUMA Affinity|GPU NUMA ID|GPU\d+|NIC\d+|mlx\d+_\d+|[a-z]+\d*_\d+")
+_ROW_LABEL = re.compile(r"^\s*(GPU\d+|NIC\d+|mlx\d+_\d+|[a-z]+\d*_\d+)(?![\w])")
+# One matrix cell; cells glued by a lost separator ('NODENODE') still split.
+_CELL = re.compile(r"X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|NVB|C2C")
+_DESCRIPTIVE = {"CPU Affinity": "cpu_affinity", "NUMA Affinity": "numa_affinity", "GPU NUMA ID": "gpu_numa_id"}
+_CPU_LIST = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+_NA_CELL = ("N/A", "n/a")
 
 
-def _split_cells(line):
-    """Split a matrix line into cells; tabs keep empty cells, runs of spaces separate otherwise."""
-    if "\t" in line:
-        cells = [c.strip() for c in line.split("\t")]
-        # A leading tab (header row) leaves an empty first cell.
-        return cells
-    return line.split()
+def _header(line):
+    """[(name, start column after tab expansion)] of a ``topo -m`` header line."""
+    expanded = _ANSI.sub("", line).expandtabs(8)
+    return [(m.group(0), m.start()) for m in _HEADER_TOKEN.finditer(expanded)]
+
+
+def _find_header(lines):
+    for idx, line in enumerate(lines):
+        tokens = _ANSI.sub("", line).split()
+        # The header starts with GPU0 then another label; the matrix row GPU0 goes on with a cell ('X').
+        if tokens and tokens[0].startswith("GPU0") and (len(tokens) == 1 or not _CELL.fullmatch(tokens[1])):
+            return idx, _header(line)
+    raise NvidiaSmiParseError("no 'GPU0 ...' header found in nvidia-smi topo -m output")
+
+
+def _cells_by_tokens(text, pos, count):
+    """``count`` cells read in order from ``text[pos:]``; (cells, end) or (partial, end)."""
+    cells = []
+    while len(cells) < count:
+        while pos < len(text) and text[pos] in " \t":
+            pos += 1
+        match = _CELL.match(text, pos)
+        if not match:
+            break
+        cells.append(match.group(0))
+        pos = match.end()
+    return cells, pos
+
+
+def _cells_by_position(expanded, columns):
+    """{column name: token} taking each whitespace token under the nearest header column start."""
+    out = {}
+    for match in re.finditer(r"\S+", expanded):
+        nearest = min(columns, key=lambda col: abs(col[1] - match.start()))
+        out.setdefault(nearest[0], []).append(match.group(0))
+    return out
+
+
+def _valid_cpu_list(text):
+    """'0-31,64-95' is a CPU list: ranges ascending, start <= end."""
+    if not _CPU_LIST.match(text):
+        return False
+    last = -1
+    for part in text.split(","):
+        bounds = [int(b) for b in part.split("-")]
+        if bounds[0] <= last or bounds[-1] < bounds[0]:
+            return False
+        last = bounds[-1]
+    return True
+
+
+def split_glued_affinity(token, known_cpu_lists=()):
+    """'0-31,64-951' -> ('0-31,64-95', '1'): a CPU list that ran into the NUMA node, or None.
+
+    Candidates keep a valid ascending CPU list; one that another row printed whole wins, else
+    the shortest NUMA suffix (node ids are small)."""
+    candidates = []
+    for cut in range(len(token) - 1, 0, -1):
+        cpu, numa = token[:cut], token[cut:]
+        if numa.isdigit() and _valid_cpu_list(cpu):
+            candidates.append((cpu, numa))
+    for cpu, numa in candidates:
+        if cpu in known_cpu_lists:
+            return cpu, numa
+    return candidates[0] if candidates else None
+
+
+def _row_cells(line, label_end, device_cols, warnings):
+    """Device cells of one row, by tokens and by header positions, cross-checked.
+
+    Tokens (order) win when they give one cell per column: nvidia-smi separates cells with tabs,
+    so positions drift when a cell is wider than a tab stop; positions fill in when a lost or
+    doubled separator leaves the token count short."""
+    expanded = line.expandtabs(8)
+    by_tokens, end = _cells_by_tokens(line, label_end, len(device_cols))
+    offset = len(line[:label_end].expandtabs(8))
+    placed = _cells_by_position(" " * offset + expanded[offset:], device_cols)
+    by_position = [placed.get(name, [None])[0] if len(placed.get(name, [])) == 1 else None
+                   for name, dummy in device_cols]
+    label = line[:label_end].strip()
+    if len(by_tokens) == len(device_cols):
+        if any(p is not None and _CELL.fullmatch(p) and p != t for p, t in zip(by_position, by_tokens)):
+            warnings.append("%s: cells are not aligned under the header; read in order" % label)
+        return by_tokens, end
+    if all(p is not None and _CELL.fullmatch(p) for p in by_position):
+        warnings.append("%s: %d cell(s) for %d columns in order; read by header position" % (
+            label, len(by_tokens), len(device_cols)))
+        return by_position, end
+    warnings.append("%s: only %d of %d cells could be read" % (label, len(by_tokens), len(device_cols)))
+    return by_tokens + [None] * (len(device_cols) - len(by_tokens)), end
+
+
+def _tail_tokens(tail_text, tail_cols):
+    """(value, start column) of the affinity cells; notes after them are ignored."""
+    out = []
+    for match in re.finditer(r"\S+", tail_text):
+        value = match.group(0)
+        if not (_CPU_LIST.match(value) or value in _NA_CELL) or len(out) >= len(tail_cols):
+            break
+        out.append((value, match.start()))
+    return out
+
+
+def _affinity(raw_tail, tail_text, tail_cols, known_cpu_lists):
+    """Assign the affinity cells by order, shape and header position.
+
+    All cells present: in order. A cell short: on tab-separated lines the first tab cell is the CPU
+    affinity (empty when the driver cannot place the GPU); on space-aligned lines a token goes to
+    the header column nearest to it. A CPU list that ran into the NUMA column ('0-31,64-951') is
+    split by ``split_glued_affinity`` when a cell is missing and it sits under 'CPU Affinity'."""
+    keys = [_DESCRIPTIVE[name] for name, dummy in tail_cols]
+    tokens = _tail_tokens(tail_text, tail_cols)
+    if len(tokens) >= len(keys):
+        return _affinity_dict(zip(keys, [t[0] for t in tokens]))
+    if "\t" in raw_tail:
+        cells = [c.strip() for c in raw_tail.split("\t")[1:]]
+        values = [cells[0] if cells else ""] + [c for c in cells[1:] if c]
+        if keys[:1] == ["cpu_affinity"] and len(values) < len(keys) and values[0]:
+            values = _unglue(values[0], known_cpu_lists) + values[1:]
+        return _affinity_dict(zip(keys, values))
+    if tokens and "numa_affinity" in keys:
+        nearest = min(tail_cols, key=lambda col: abs(col[1] - tokens[0][1]))[0]
+        if nearest == "CPU Affinity":
+            values = _unglue(tokens[0][0], known_cpu_lists)
+            if len(values) == 2:
+                tokens = [(values[0], tokens[0][1]), (values[1], None)] + tokens[1:]
+                return _affinity_dict(zip(keys, [t[0] for t in tokens]))
+    assigned = [(_DESCRIPTIVE[min(tail_cols, key=lambda col: abs(col[1] - start))[0]], value)
+                for value, start in tokens]
+    return _affinity_dict(assigned)
+
+
+def _unglue(token, known_cpu_lists):
+    if token in known_cpu_lists:
+        return [token]
+    split = split_glued_affinity(token, known_cpu_lists)
+    return list(split) if split else [token]
+
+
+def _affinity_dict(pairs):
+    out = {"cpu_affinity": "", "numa_affinity": None, "gpu_numa_id": None}
+    for key, value in pairs:
+        if key == "cpu_affinity":
+            out[key] = "" if value in _NA_CELL else value
+        else:
+            out[key] = None if value in _NA_CELL or value == "" else value
+    return out
+
+
+def _matrix_rows(lines):
+    rows = []
+    for line in lines:
+        if _LEGEND_START.match(line):
+            break
+        match = _ROW_LABEL.match(line)
+        if match:
+            rows.append((match.group(1), line, match.end()))
+    return rows
 
 
 def parse_topology(text):
@@ -187,137 +359,57 @@ def parse_topology(text):
 
     Returns ``{"gpus": ["GPU0", ...], "nics": ["NIC0", ...], "links": {"0-1": "NV12", ...},
     "affinity": {"0": {"cpu_affinity": str, "numa_affinity": str|None, "gpu_numa_id": str|None}},
-    "nic_links": {"0": {"NIC0": "PIX"}}, "nic_names": {"NIC0": "mlx5_0"}}``.
-    ``links`` holds GPU pairs i<j only; ``SOC`` (old drivers) is reported as ``SYS``.
+    "nic_links": {"0": {"NIC0": "PIX"}}, "nic_names": {"NIC0": "mlx5_0"}, "warnings": [str]}``.
+    ``links`` holds GPU pairs i<j only. ``SOC`` (drivers before 384 printed it for what is now
+    ``SYS``: a path across the SMP interconnect) is reported as ``SYS`` so placement compares
+    one word. Cells are read by tokens and by the header's column positions and cross-checked;
+    ``warnings`` says where the two disagreed or a CPU list ran into the NUMA column.
     """
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
-    text = _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
-    lines = text.split("\n")
-
-    header = None
-    header_idx = None
-    for idx, line in enumerate(lines):
-        tokens = line.split()
-        # The header starts with GPU0; matrix rows start with GPUn followed by a link word ('X', ...).
-        if tokens and _GPU_LABEL.match(tokens[0]) and (len(tokens) == 1 or not _LINK_WORDS.match(tokens[1])):
-            header = line
-            header_idx = idx
-            break
-    if header is None:
-        raise NvidiaSmiParseError("no 'GPU0 ...' header found in nvidia-smi topo -m output")
-
-    columns = _header_columns(header)
-    device_cols = [c for c in columns if c not in ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")]
-    gpus = [c for c in device_cols if _GPU_LABEL.match(c)]
-    nics = [c for c in device_cols if not _GPU_LABEL.match(c)]
-
-    links = {}
-    nic_links = {}
-    affinity = {}
-    nic_names = {}
-    for line in lines[header_idx + 1:]:
-        if _LEGEND_START.match(line):
-            break
-        stripped = line.strip()
-        if not stripped:
-            continue
-        cells = _split_cells(line)
-        while cells and cells[0] == "":
-            cells.pop(0)
-        if not cells:
-            continue
-        row = cells[0]
-        values = cells[1:]
-        if row not in device_cols:
-            continue
-        row_gpu = _GPU_LABEL.match(row)
-        for col_idx, col in enumerate(device_cols):
-            if col_idx >= len(values):
-                break
-            value = values[col_idx].strip()
-            if value == "SOC":
-                value = "SYS"
-            if row_gpu and _GPU_LABEL.match(col):
-                i, j = int(row_gpu.group(1)), int(_GPU_LABEL.match(col).group(1))
-                if i < j:
-                    links["%d-%d" % (i, j)] = value
-            elif row_gpu:
-                nic_links.setdefault(row_gpu.group(1), {})[col] = value
-        if row_gpu:
-            rest = values[len(device_cols):]
-            affinity[row_gpu.group(1)] = _affinity_cells(rest, "\t" in line, columns[len(device_cols):])
+    lines = _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    header_idx, columns = _find_header(lines)
+    device_cols = [c for c in columns if c[0] not in _DESCRIPTIVE]
+    tail_cols = [c for c in columns if c[0] in _DESCRIPTIVE]
+    names = [c[0] for c in device_cols]
+    result = {"gpus": [n for n in names if _GPU_LABEL.match(n)], "nics": [n for n in names if not _GPU_LABEL.match(n)],
+              "links": {}, "affinity": {}, "nic_links": {}, "nic_names": {}, "warnings": []}
+    rows = [r for r in _matrix_rows(lines[header_idx + 1:]) if r[0] in names]
+    parsed = [(label, line) + _row_cells(line, end, device_cols, result["warnings"]) for label, line, end in rows]
+    known = set()
+    for label, line, cells, end in parsed:
+        tail = _tail_tokens(line.expandtabs(8)[len(line[:end].expandtabs(8)):], tail_cols)
+        if len(tail) == len(tail_cols) and tail:
+            known.add(tail[0][0])
+    for label, line, cells, end in parsed:
+        _store_row(result, label, cells, names)
+        if _GPU_LABEL.match(label):
+            offset = len(line[:end].expandtabs(8))
+            tail_text = " " * offset + line.expandtabs(8)[offset:]
+            aff = _affinity(line[end:], tail_text, tail_cols, known)
+            result["affinity"][label[3:]] = aff
     for line in lines:
         name_match = re.match(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$", line)
         if name_match:
-            nic_names[name_match.group(1)] = name_match.group(2)
-    return {
-        "gpus": gpus,
-        "nics": nics,
-        "links": links,
-        "affinity": affinity,
-        "nic_links": nic_links,
-        "nic_names": nic_names,
-    }
+            result["nic_names"][name_match.group(1)] = name_match.group(2)
+    return result
 
 
-def _header_columns(header):
-    cells = [c.strip() for c in re.split(r"\t|\s{2,}", header.strip()) if c.strip()]
-    columns = []
-    for cell in cells:
-        # Space-separated headers: 'GPU0 GPU1 CPU Affinity' may come as one cell.
-        parts = cell.split()
-        buf = []
-        for part in parts:
-            if _GPU_LABEL.match(part) or _NIC_LABEL.match(part):
-                if buf:
-                    columns.append(" ".join(buf))
-                    buf = []
-                columns.append(part)
-            else:
-                buf.append(part)
-        if buf:
-            columns.append(" ".join(buf))
-    # Normalise the trailing descriptive columns when spaces glued them together.
-    joined = []
-    for col in columns:
-        for known in ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID"):
-            if col != known and known in col:
-                pieces = [p for p in re.split(r"(CPU Affinity|NUMA Affinity|GPU NUMA ID)", col) if p.strip()]
-                joined.extend(p.strip() for p in pieces)
-                break
+def _store_row(result, label, cells, names):
+    row_gpu = _GPU_LABEL.match(label)
+    if not row_gpu:
+        return
+    for col, value in zip(names, cells):
+        if value is None:
+            continue
+        value = "SYS" if value == "SOC" else value
+        col_gpu = _GPU_LABEL.match(col)
+        if col_gpu:
+            i, j = int(row_gpu.group(1)), int(col_gpu.group(1))
+            if i < j:
+                result["links"]["%d-%d" % (i, j)] = value
         else:
-            joined.append(col)
-    return joined
-
-
-def _affinity_cells(rest, tabbed, names):
-    out = {"cpu_affinity": "", "numa_affinity": None, "gpu_numa_id": None}
-    keys = []
-    for name in names:
-        keys.append({"CPU Affinity": "cpu_affinity", "NUMA Affinity": "numa_affinity",
-                     "GPU NUMA ID": "gpu_numa_id"}.get(name))
-    if tabbed:
-        # Cells in order; nvidia-smi writes an extra empty cell before 'GPU NUMA ID'.
-        values = [v.strip() for v in rest]
-        non_empty_tail = [v for v in values[1:] if v != ""]
-        cpu = values[0] if values else ""
-        out["cpu_affinity"] = "" if cpu.upper() == "N/A" else cpu
-        tail_keys = [k for k in keys[1:] if k]
-        for key, value in zip(tail_keys, non_empty_tail):
-            out[key] = None if value.upper() == "N/A" else value
-        return out
-    # Space separated: CPU affinity is one token (ranges use commas, no spaces); it may be absent.
-    values = [v for v in rest if v != ""]
-    cpu_like = re.compile(r"^\d[\d,\-]*$")
-    if len(values) >= 1 and cpu_like.match(values[0]) and (len(values) > len([k for k in keys if k]) - 1):
-        out["cpu_affinity"] = values.pop(0)
-    elif len(values) >= 1 and values[0].upper() == "N/A" and len(values) >= len([k for k in keys if k]):
-        values.pop(0)
-    tail_keys = [k for k in keys[1:] if k]
-    for key, value in zip(tail_keys, values):
-        out[key] = None if value.upper() == "N/A" else value
-    return out
+            result["nic_links"].setdefault(row_gpu.group(1), {})[col] = value
 
 
 def parse_compute_cap_csv(text):
@@ -332,6 +424,55 @@ def parse_compute_cap_csv(text):
             continue
         if re.match(r"^\d+\.\d+$", parts[1]):
             out[parts[0]] = parts[1]
+    return out
+
+
+_NVLINK_GPU = re.compile(r"^\s*GPU\s+(\d+)\s*:")
+_NVLINK_STATUS = re.compile(r"^\s*Link\s+(\d+)\s*:\s*(.*?)\s*$")
+_NVLINK_REMOTE = re.compile(r"^\s*Link\s+(\d+)\s*:\s*Remote Device\s+([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f])")
+
+
+def _nvlink_lines(text):
+    """(gpu index, link, rest of line) for each 'Link N: ...' line under a 'GPU i: ...' line."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    gpu = None
+    for line in _ANSI.sub("", text or "").replace("\r", "").split("\n"):
+        head = _NVLINK_GPU.match(line)
+        if head:
+            gpu = int(head.group(1))
+            continue
+        if gpu is not None:
+            yield gpu, line
+
+
+def parse_nvlink_status(text):
+    """``nvidia-smi nvlink -s`` -> ``{gpu index: [{"link", "active", "speed_gbps"}]}``.
+
+    A link prints its speed ('26.562 GB/s') when active and ``<inactive>`` otherwise; a GPU with
+    no NVLink has a header line and no link lines (an empty list)."""
+    out = {}
+    for gpu, line in _nvlink_lines(text):
+        out.setdefault(gpu, [])
+        match = _NVLINK_STATUS.match(line)
+        if not match:
+            continue
+        value = match.group(2)
+        speed = re.match(r"^([0-9]+(?:\.[0-9]+)?)\s*GB/s$", value)
+        out[gpu].append({"link": int(match.group(1)), "active": speed is not None,
+                         "speed_gbps": float(speed.group(1)) if speed else None})
+    return out
+
+
+def parse_nvlink_remote(text):
+    """``nvidia-smi nvlink -R`` -> ``{gpu index: {link: remote PCI bus id as printed}}``
+    ('Link 0: Remote Device 00000008:00:00.0: Link 32')."""
+    out = {}
+    for gpu, line in _nvlink_lines(text):
+        out.setdefault(gpu, {})
+        match = _NVLINK_REMOTE.match(line)
+        if match:
+            out[gpu][int(match.group(1))] = match.group(2)
     return out
 
 

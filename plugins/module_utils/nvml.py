@@ -50,6 +50,7 @@ FATAL_HINTS = {
 }
 ABSENT_KINDS = ("library_not_found", "driver_not_loaded")
 NVLINK_REMOTE = {0: "gpu", 1: "cpu", 2: "nvswitch"}   # 1 = IBM NPU (a CPU-side NVLink endpoint)
+CPU_SET_WORDS = 1024 // 64   # nvmlDeviceGetCpuAffinity: cpuSetSize in 64-bit words, up to 1024 CPUs
 TOPOLOGY_LEVELS = {0: "PIX", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 
 
@@ -207,41 +208,62 @@ class Nvml(object):
         count = self.fatal_call("nvmlDeviceGetCount")
         return [self.fatal_call("nvmlDeviceGetHandleByIndex", i) for i in range(count)]
 
+    def nvlink_count(self, handle):
+        """Links the GPU really has (NVML_FI_DEV_NVLINK_LINK_COUNT, field 91), or None when the
+        driver/binding cannot say. NCCL reads the same field before walking the links."""
+        field_id = getattr(self.lib, "NVML_FI_DEV_NVLINK_LINK_COUNT", 91)
+        values, err = self.quiet("nvmlDeviceGetFieldValues", handle, [field_id])
+        if err is not None or not values:
+            return None
+        value = values[0]
+        if int(getattr(value, "nvmlReturn", 1)) != 0:
+            return None
+        count = getattr(getattr(value, "value", None), "uiVal", None)
+        return int(count) if count is not None else None
+
     def nvlinks(self, handle, errors):
-        links = []
+        """Per-link state for links 0..count-1 only. Without the link-count field, the walk stops at
+        the first NotSupported/InvalidArgument link: higher numbers do not exist on this GPU
+        (an A100 has 12 of NVML_NVLINK_MAX_LINKS=18), so they are not reported as down."""
+        count = self.nvlink_count(handle)
         max_links = getattr(self.lib, "NVML_NVLINK_MAX_LINKS", 18)
-        for link in range(max_links):
+        links = []
+        for link in range(min(count, max_links) if count is not None else max_links):
             state, err = self.quiet("nvmlDeviceGetNvLinkState", handle, link)
+            if err in ("not_supported", "invalid_argument", "not_found", "function_not_found"):
+                break
             if err is not None:
-                if err in ("not_supported", "invalid_argument", "not_found", "function_not_found"):
-                    continue  # no such link on this GPU
                 errors["nvlink_%d" % link] = err
                 continue
-            version, _err = self.quiet("nvmlDeviceGetNvLinkVersion", handle, link)
-            remote_type, _err = self.quiet("nvmlDeviceGetNvLinkRemoteDeviceType", handle, link)
-            pci, _err = self.quiet("nvmlDeviceGetNvLinkRemotePciInfo", handle, link)
-            remote_bus = canonical_pci_bus_id(_s(getattr(pci, "busId", None))) if pci is not None else None
-            if remote_type is None and remote_bus is not None:
-                remote = "nvswitch" if remote_bus == NVSWITCH_PCI_BUS_ID else None
-            else:
-                remote = NVLINK_REMOTE.get(remote_type)
-            links.append({
-                "link": link,
-                "active": bool(state),
-                "version": version,
-                "remote": remote,
-                "remote_pci_bus_id": remote_bus,
-            })
+            links.append(self._nvlink(handle, link, state))
         return links
 
+    def _nvlink(self, handle, link, state):
+        version, _err = self.quiet("nvmlDeviceGetNvLinkVersion", handle, link)
+        remote_type, _err = self.quiet("nvmlDeviceGetNvLinkRemoteDeviceType", handle, link)
+        pci, _err = self.quiet("nvmlDeviceGetNvLinkRemotePciInfo", handle, link)
+        remote_bus = canonical_pci_bus_id(_s(getattr(pci, "busId", None))) if pci is not None else None
+        if remote_type is None and remote_bus is not None:
+            remote = "nvswitch" if remote_bus == NVSWITCH_PCI_BUS_ID else None
+        else:
+            remote = NVLINK_REMOTE.get(remote_type)
+        return {"link": link, "active": bool(state), "version": version, "remote": remote,
+                "remote_pci_bus_id": remote_bus}
+
     def cpu_affinity(self, handle, errors, cpu_count):
-        words_needed = max(1, (cpu_count + 63) // 64)
+        """CPUs near the GPU. The mask is sized for at least 1024 CPUs (NVML's documented bound for
+        this call) whatever this process may see, so GPUs of NUMA node 1+ on hosts with more CPUs
+        than the controller-visible count are not cut off; an empty mask is an error, not []."""
+        words_needed = max(CPU_SET_WORDS, (int(cpu_count or 0) + 63) // 64)
         value = self.field(errors, "cpu_affinity", "nvmlDeviceGetCpuAffinity", handle, words_needed)
         if value is None:
             return None
-        words = list(value)
         # nvidia-ml-py >= 12 uses c_ulonglong; older bindings c_ulong (64 bit on Linux x86-64 too).
-        return cpu_mask_to_list(words, 64)
+        cpus = cpu_mask_to_list(list(value), 64)
+        if not cpus:
+            errors["cpu_affinity"] = "empty: NVML returned no CPU for this GPU (mask of %d words)" % words_needed
+            return None
+        return cpus
 
     def mig_devices(self, handle, errors):
         max_count = self.field(errors, "mig_devices", "nvmlDeviceGetMaxMigDeviceCount", handle)
@@ -302,6 +324,29 @@ class Nvml(object):
         return None
 
 
+# MIG-capable products, from NVIDIA's MIG user guide "Supported GPUs" table
+# (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-gpus.html): every GA100 (8.0),
+# GH100 (9.0) and GB100/GB110 (10.x) part, and of the 12.0 parts only the RTX PRO 6000/5000/4500
+# Blackwell; no 7.x or earlier, no GA10x (8.6), Orin (8.7), AD10x (8.9, L40S/L4/RTX 4090) or GB10 (12.1).
+_MIG_FAMILIES = ((8, 0), (9, 0), (10, 0), (10, 3))
+_MIG_12_0 = ("RTX PRO 6000", "RTX PRO 5000", "RTX PRO 4500")
+
+
+def mig_capable(name, cc, mode_answered):
+    """Whether the GPU supports MIG: the mode call must answer AND the product be one NVIDIA lists
+    (some drivers answer the MIG mode call with 'disabled' on parts without MIG)."""
+    if not mode_answered:
+        return False
+    if cc is None:
+        return True
+    major_minor = (int(cc[0]), int(cc[1]))
+    if major_minor in _MIG_FAMILIES:
+        return True
+    if major_minor == (12, 0):
+        return any(part in (name or "") for part in _MIG_12_0)
+    return False
+
+
 def read_gpu(nvml, index, handle, cpu_count):
     """Everything NVML says about one GPU; errors are recorded per field."""
     lib = nvml.lib
@@ -324,9 +369,10 @@ def read_gpu(nvml, index, handle, cpu_count):
         enable = getattr(lib, "NVML_DEVICE_MIG_ENABLE", 1)
         mig_current = "enabled" if mig_mode[0] == enable else "disabled"
         mig_pending = "enabled" if mig_mode[1] == enable else "disabled"
+    gpu_name = f(errors, "name", "nvmlDeviceGetName", handle)
     gpu = {
         "index": index,
-        "name": _s(f(errors, "name", "nvmlDeviceGetName", handle)),
+        "name": _s(gpu_name),
         "uuid": _s(f(errors, "uuid", "nvmlDeviceGetUUID", handle)),
         "minor_number": f(errors, "minor_number", "nvmlDeviceGetMinorNumber", handle),
         "pci_bus_id": canonical_pci_bus_id(_s(pci.busId)) if pci is not None else None,
@@ -335,7 +381,8 @@ def read_gpu(nvml, index, handle, cpu_count):
         "persistence_mode": bool(persistence) if persistence is not None else None,
         "ecc_mode": {"current": bool(ecc[0]), "pending": bool(ecc[1])} if ecc is not None else None,
         "power_limit_watts": round(power / 1000.0, 2) if power is not None else None,
-        "mig": {"current": mig_current, "pending": mig_pending, "supported": mig_mode is not None,
+        "mig": {"current": mig_current, "pending": mig_pending,
+                "supported": mig_capable(_s(gpu_name), cc, mig_mode is not None),
                 "devices": nvml.mig_devices(handle, errors) if mig_current == "enabled" else []},
         "nvml_numa_node": numa if (numa is not None and numa >= 0) else None,
         "cpu_affinity": nvml.cpu_affinity(handle, errors, cpu_count),

@@ -44,7 +44,11 @@ options:
       - Keys (all optional) C(count) (int), C(name_pattern) (regular expression), C(min_memory_mib) (int),
         C(nvlink) (V(required), V(forbidden) or V(any)), C(nvlinks_per_gpu) (int), C(mig_disabled) (bool),
         C(persistence) (bool), C(min_driver) (version string).
-      - NVLinks that are down, and GPUs with fewer active links than their peers, are always reported.
+      - GPUs with fewer active links than their peers are always reported. An inactive link is reported
+        as down where NVLink is expected (C(nvlink=required) or C(nvlinks_per_gpu)) or where another GPU
+        has the same link number active (NVML may answer for link numbers a card does not wire).
+      - A value the checks cannot use (a non-integer count, an invalid regular expression) fails the
+        module with a message naming the key.
     type: dict
     default: {}
   min_gpus:
@@ -72,8 +76,12 @@ notes:
     through NVML's NVLink P2P status, not by matching remote PCI ids.
   - NUMA node comes from NVML when it supports it, otherwise from C(/sys/bus/pci/devices/*/numa_node)
     (V(-1) there means unknown, reported as V(null)).
-  - The V(nvidia-smi) backend cannot see individual NVLink links or the NVML version; RV(unavailable)
-    lists them.
+  - The V(nvidia-smi) backend cannot see the NVML version or NVLink versions; it reads per-link state
+    from C(nvidia-smi nvlink -s) and the remote end from C(nvidia-smi nvlink -R) (V(gpu) when the remote
+    is a GPU of this host, V(nvswitch) otherwise). RV(unavailable) lists what it cannot see.
+  - C(nvidia-smi topo -m) is read by tokens and by the header's column positions, cross-checked, so
+    lost or doubled separators and notes on the same lines still parse; C(SOC) (drivers before 384)
+    is reported as V(SYS).
 seealso:
   - module: gpufleet.vllm.nvidia_mig
   - name: NVML API reference
@@ -181,6 +189,8 @@ gpus:
         - MIG mode. C(current) and C(pending) are V(enabled), V(disabled) or V(null) (no MIG support).
         - A pending mode that differs from the current one takes effect after a GPU reset or a reboot.
         - C(devices) lists MIG devices (GPU instance id, compute instance id, memory bytes, uuid).
+        - C(supported) is true only for products NVIDIA lists as MIG-capable (A100/A30, H100/H200/H20,
+          B200/GB200/B300, RTX PRO 6000/5000/4500 Blackwell) whose MIG mode call answers.
       type: dict
       sample: {"current": "disabled", "pending": "disabled", "supported": true, "devices": []}
     numa_node:
@@ -188,7 +198,9 @@ gpus:
       type: int
       sample: null
     cpu_affinity:
-      description: CPUs close to the GPU, as a list.
+      description:
+        - CPUs close to the GPU, as a list (the NVML mask is read for up to 1024 CPUs).
+        - V(null) with the reason in C(errors.cpu_affinity) when NVML returns none.
       type: list
       elements: int
       sample: [0, 1, 2, 3]
@@ -198,13 +210,15 @@ gpus:
       sample: "0-31"
     nvlinks:
       description:
-        - NVLink links, V(null) with the nvidia-smi backend. C(remote) is V(gpu), V(nvswitch) or V(cpu).
+        - NVLink links up to the GPU's link count (C(NVML_FI_DEV_NVLINK_LINK_COUNT), else up to the first
+          link NVML does not know); V(null) when C(nvidia-smi nvlink) cannot be read.
+        - C(remote) is V(gpu), V(nvswitch), V(cpu) or V(null) (unknown); C(version) is V(null) with nvidia-smi.
         - On NVSwitch systems C(remote_pci_bus_id) is C(FFFFFFFF:FF:FF.0) for every link.
       type: list
       elements: dict
       sample: [{"link": 0, "active": true, "version": 6, "remote": "nvswitch", "remote_pci_bus_id": "FFFFFFFF:FF:FF.0"}]
     nvlink_active_count:
-      description: Number of active NVLink links (V(null) with the nvidia-smi backend).
+      description: Number of active NVLink links (V(null) when the links could not be read).
       type: int
       sample: 18
     fabric:
@@ -255,7 +269,7 @@ unavailable:
   returned: always
   type: list
   elements: str
-  sample: ["nvml_version", "nvlinks"]
+  sample: ["nvml_version"]
 errors:
   description: Host-wide fields that could not be read.
   returned: always
@@ -293,17 +307,22 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError, run_guarded
 from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_inventory import (
     FACTS_KEY,
     check_expected,
     empty_facts,
     facts_from_nvml,
     facts_from_smi,
+    smi_nvlinks,
+    validate_expected,
 )
 from ansible_collections.gpufleet.vllm.plugins.module_utils.nvidia_smi import (
     NvidiaSmiParseError,
     classify_error,
     parse_compute_cap_csv,
+    parse_nvlink_remote,
+    parse_nvlink_status,
     parse_query_xml,
     parse_topology,
 )
@@ -377,7 +396,17 @@ def gather_smi(module):
                                         environ_update=C_ENV)
     if rc == 0:
         caps = parse_compute_cap_csv(out)
-    return facts_from_smi(query, topo, caps, read_sysfs([g["pci_bus_id"] for g in query["gpus"]]))
+    bus_ids = [g["pci_bus_id"] for g in query["gpus"]]
+    return facts_from_smi(query, topo, caps, read_sysfs(bus_ids), _smi_nvlinks(module, path, bus_ids))
+
+
+def _smi_nvlinks(module, path, bus_ids):
+    """Per-link state (nvlink -s) and remote (nvlink -R); None when nvidia-smi cannot say."""
+    rc, out, dummy = module.run_command([path, "nvlink", "-s"], environ_update=C_ENV)
+    if rc != 0:
+        return None
+    rc_r, out_r, dummy = module.run_command([path, "nvlink", "-R"], environ_update=C_ENV)
+    return smi_nvlinks(parse_nvlink_status(out), parse_nvlink_remote(out_r) if rc_r == 0 else {}, bus_ids)
 
 
 def gather(module, backend):
@@ -399,31 +428,26 @@ def gather(module, backend):
             facts["errors"]["nvml"] = exc.message()
             return facts
         if exc.kind in FALLBACK_KINDS:
-            module.fail_json(msg="%s (or set backend=nvidia-smi)" % exc.message(), kind=exc.kind)
+            raise UserError("%s (or set backend=nvidia-smi)" % exc.message(), kind=exc.kind)
         raise
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            backend=dict(type="str", default="auto", choices=["auto", "nvml", "nvidia-smi"]),
-            expected=dict(type="dict", default={}),
-            min_gpus=dict(type="int", default=0),
-        ),
-        supports_check_mode=True,
-    )
+def _run(module):
     backend = module.params["backend"]
     min_gpus = module.params["min_gpus"]
+    if min_gpus < 0:
+        raise UserError("min_gpus must be >= 0, got %d" % min_gpus, option="min_gpus")
+    validate_expected(module.params["expected"])
     started = time.time()
     try:
         facts = gather(module, backend)
     except NoGpu as exc:
         facts = empty_facts("none", str(exc))
     except NvmlFatalError as exc:
-        module.fail_json(msg=exc.message(), kind=exc.kind)
+        raise UserError(exc.message(), kind=exc.kind)
     except NvidiaSmiParseError as exc:
-        module.fail_json(msg="could not parse nvidia-smi output: %s. Check 'nvidia-smi -q -x' on the host, "
-                             "or use backend=nvml" % exc)
+        raise UserError("could not parse nvidia-smi output: %s. Check 'nvidia-smi -q -x' and 'nvidia-smi topo -m' "
+                        "on the host, or use backend=nvml" % exc)
     facts["collection_seconds"] = round(time.time() - started, 4)
     if facts["gpu_count"] < min_gpus:
         module.fail_json(msg="found %d GPU(s) but min_gpus=%d%s. Check the driver with 'nvidia-smi', or lower "
@@ -438,6 +462,18 @@ def main():
     result = dict(facts)
     result["ansible_facts"] = {FACTS_KEY: facts}
     module.exit_json(changed=False, **result)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            backend=dict(type="str", default="auto", choices=["auto", "nvml", "nvidia-smi"]),
+            expected=dict(type="dict", default={}),
+            min_gpus=dict(type="int", default=0),
+        ),
+        supports_check_mode=True,
+    )
+    run_guarded(module, _run, "gpu_facts")
 
 
 if __name__ == "__main__":

@@ -135,8 +135,11 @@ reset_required:
   sample: false
 reboot_required:
   description:
-    - Whether NVML reported on a change that the GPU is in use (activation status V(in_use)), in which
-      case a per-GPU reset will not succeed until the holders are gone; a reboot applies it.
+    - Whether NVML's activation status of a change was V(reset_required) (C(NVML_ERROR_RESET_REQUIRED)).
+      Per NVML's C(nvmlDeviceSetMigMode) documentation, on platforms such as pass-through virtualization
+      where GPU reset is not exposed, only a (VM) reboot applies the mode.
+    - An activation status of V(in_use) (the device was not idle) is not a reboot. Idle the GPU, then a
+      GPU reset applies the pending mode (RV(reset_required)).
   returned: always
   type: bool
   sample: false
@@ -149,10 +152,12 @@ reason:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError, run_guarded
 from ansible_collections.gpufleet.vllm.plugins.module_utils.mig import (
     MigPlanError,
     after_apply,
     diff,
+    needs_reboot,
     plan,
 )
 from ansible_collections.gpufleet.vllm.plugins.module_utils.nvml import (
@@ -164,6 +169,71 @@ from ansible_collections.gpufleet.vllm.plugins.module_utils.nvml import (
 )
 
 
+def _open_nvml(module, mode):
+    try:
+        nvml = Nvml(load_pynvml())
+        nvml.init()
+    except NvmlFatalError as exc:
+        if exc.absent and mode == "disabled" and not module.params["gpus"]:
+            module.exit_json(changed=False, gpus=[], reset_required=False, reboot_required=False,
+                             reason="no usable NVIDIA driver (%s): nothing to disable" % exc.kind)
+        raise UserError(exc.message(), kind=exc.kind)
+    return nvml
+
+
+def _apply_one(module, nvml, handles, entry, mode):
+    try:
+        activation = set_mig_mode(nvml, handles[entry["index"]], mode)
+    except NvmlFatalError as exc:
+        raise UserError("setting MIG %s on GPU%d (%s) failed: %s" % (
+            mode, entry["index"], entry.get("uuid"), exc.message()), kind=exc.kind)
+    # NVML: the change may unbind or reset the device, so its attributes are read again.
+    fresh, dummy = mig_state(nvml)
+    now = fresh[entry["index"]]
+    return after_apply(entry, now["current"], now["pending"], activation)
+
+
+def _converge(module, nvml, mode):
+    state, handles = mig_state(nvml)
+    try:
+        planned = plan(state, mode, module.params["gpus"], module.params["force"])
+    except MigPlanError as exc:
+        raise UserError("nvidia_mig: %s" % "; ".join(exc.problems), problems=exc.problems, gpus=state)
+    by_index = dict((g["index"], g) for g in state)
+    results = []
+    for entry in planned["gpus"]:
+        entry = dict(entry)
+        entry["processes"] = by_index[entry["index"]]["processes"]
+        if entry["action"] == "set" and not module.check_mode:
+            entry = _apply_one(module, nvml, handles, entry, mode)
+        elif entry["action"] == "set":
+            entry["pending"] = mode
+        entry.pop("action")
+        results.append(entry)
+    result = dict(
+        changed=planned["changed"],
+        gpus=results,
+        reset_required=any(e["reset_required"] for e in results),
+        reboot_required=any(needs_reboot(e) for e in results),
+        reason=None,
+    )
+    if module._diff:
+        result["diff"] = diff(planned)
+    return result
+
+
+def _run(module):
+    mode = module.params["mode"]
+    nvml = _open_nvml(module, mode)
+    try:
+        result = _converge(module, nvml, mode)
+    except NvmlFatalError as exc:
+        raise UserError(exc.message(), kind=exc.kind)
+    finally:
+        nvml.shutdown()
+    module.exit_json(**result)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -173,55 +243,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    mode = module.params["mode"]
-    try:
-        nvml = Nvml(load_pynvml())
-        nvml.init()
-    except NvmlFatalError as exc:
-        if exc.absent and mode == "disabled" and not module.params["gpus"]:
-            module.exit_json(changed=False, gpus=[], reset_required=False, reboot_required=False,
-                             reason="no usable NVIDIA driver (%s): nothing to disable" % exc.kind)
-        module.fail_json(msg=exc.message(), kind=exc.kind)
-    try:
-        state, handles = mig_state(nvml)
-        try:
-            planned = plan(state, mode, module.params["gpus"], module.params["force"])
-        except MigPlanError as exc:
-            module.fail_json(msg="nvidia_mig: %s" % "; ".join(exc.problems), problems=exc.problems,
-                             gpus=state)
-        planned_diff = diff(planned)
-        by_index = dict((g["index"], g) for g in state)
-        results = []
-        reboot_required = False
-        for entry in planned["gpus"]:
-            entry = dict(entry)
-            entry["processes"] = by_index[entry["index"]]["processes"]
-            if entry["action"] == "set" and not module.check_mode:
-                try:
-                    activation = set_mig_mode(nvml, handles[entry["index"]], mode)
-                except NvmlFatalError as exc:
-                    module.fail_json(msg="setting MIG %s on GPU%d (%s) failed: %s" % (
-                        mode, entry["index"], entry.get("uuid"), exc.message()), kind=exc.kind)
-                fresh, dummy = mig_state(nvml)
-                now = fresh[entry["index"]]
-                entry = after_apply(entry, now["current"], now["pending"], activation)
-                reboot_required = reboot_required or (entry["reset_required"] and activation == "in_use")
-            elif entry["action"] == "set":
-                entry["pending"] = mode
-            entry.pop("action")
-            results.append(entry)
-    finally:
-        nvml.shutdown()
-    result = dict(
-        changed=planned["changed"],
-        gpus=results,
-        reset_required=any(e["reset_required"] for e in results),
-        reboot_required=reboot_required,
-        reason=None,
-    )
-    if module._diff:
-        result["diff"] = planned_diff
-    module.exit_json(**result)
+    run_guarded(module, _run, "nvidia_mig")
 
 
 if __name__ == "__main__":

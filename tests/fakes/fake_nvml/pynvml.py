@@ -17,7 +17,8 @@ State (see topologies.py for complete examples)::
      "init_error": null,              # or an NVML error code number / name to fail nvmlInit with
      "gpus": [{"name", "uuid", "pci_bus_id", "minor_number", "memory_total", "cc": [8, 0],
                "persistence": 1, "ecc": [1, 1] | null, "power_limit_mw": 400000,
-               "mig": [current, pending] | null, "mig_devices": [{"gi", "ci", "memory", "uuid"}],
+               "nvlink_count": 12 (NVML_FI_DEV_NVLINK_LINK_COUNT; absent = field not supported),
+               "mig": [current, pending] | null, "passthrough": false (true: a pass-through VM), "mig_devices": [{"gi", "ci", "memory", "uuid"}],
                "numa": 0 | null, "cpu_affinity": [0, 1], "nvlinks": [{"state", "version",
                "remote_type", "remote"}], "fabric": {"state": 3, "status": 0} | null,
                "processes": [{"pid", "name", "used"}], "errors": {"nvmlDeviceGetX": 3}}],
@@ -45,10 +46,12 @@ NVML_ERROR_NOT_FOUND = 6
 NVML_ERROR_DRIVER_NOT_LOADED = 9
 NVML_ERROR_LIBRARY_NOT_FOUND = 12
 NVML_ERROR_GPU_IS_LOST = 15
+NVML_ERROR_RESET_REQUIRED = 16
 NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18
 NVML_ERROR_IN_USE = 19
 NVML_ERROR_UNKNOWN = 999
 NVML_NVLINK_MAX_LINKS = 18
+NVML_FI_DEV_NVLINK_LINK_COUNT = 91
 NVML_P2P_CAPS_INDEX_NVLINK = 2
 NVML_P2P_STATUS_OK = 0
 NVML_P2P_STATUS_NOT_SUPPORTED = 5
@@ -57,12 +60,12 @@ NVML_DEVICE_MIG_ENABLE = 1
 
 _ERROR_STRINGS = {
     1: "Uninitialized", 2: "Invalid Argument", 3: "Not Supported", 4: "Insufficient Permissions",
-    6: "Not Found", 9: "Driver Not Loaded", 12: "NVML Shared Library Not Found", 15: "GPU is lost",
+    6: "Not Found", 9: "Driver Not Loaded", 12: "NVML Shared Library Not Found", 15: "GPU is lost", 16: "Reset required",
     18: "Driver/library version mismatch", 19: "In use by another client", 999: "Unknown Error",
 }
 _ERROR_CODES = {
     "uninitialized": 1, "invalid_argument": 2, "not_supported": 3, "no_permission": 4, "not_found": 6,
-    "driver_not_loaded": 9, "library_not_found": 12, "gpu_is_lost": 15, "lib_rm_version_mismatch": 18,
+    "driver_not_loaded": 9, "library_not_found": 12, "gpu_is_lost": 15, "reset_required": 16, "lib_rm_version_mismatch": 18,
     "in_use": 19, "unknown": 999,
 }
 
@@ -245,9 +248,12 @@ class FakePynvml(object):
         if applies_now:
             gpu["mig"][0] = mode
         self._save()
+        # activationStatus as nvmlDeviceSetMigMode documents it: SUCCESS when the mode took effect;
+        # RESET_REQUIRED where reset is not exposed (state "passthrough": a pass-through VM);
+        # IN_USE when the device could not be unbound because it was not idle.
         if gpu["mig"][0] == mode:
             return NVML_SUCCESS
-        return NVML_ERROR_IN_USE if self._live_processes(handle.index, gpu) else NVML_ERROR_NOT_SUPPORTED
+        return NVML_ERROR_RESET_REQUIRED if gpu.get("passthrough") else NVML_ERROR_IN_USE
 
     def nvmlDeviceGetMaxMigDeviceCount(self, handle):
         gpu = self._gpu(handle, "nvmlDeviceGetMaxMigDeviceCount")
@@ -284,6 +290,17 @@ class FakePynvml(object):
         if link >= len(links):
             raise NVMLError(NVML_ERROR_INVALID_ARGUMENT if link >= NVML_NVLINK_MAX_LINKS else NVML_ERROR_NOT_SUPPORTED)
         return links[link]
+
+    def nvmlDeviceGetFieldValues(self, handle, field_ids):
+        """Only NVML_FI_DEV_NVLINK_LINK_COUNT, from the state's ``nvlink_count`` (absent: NotSupported
+        in that value's nvmlReturn, as NVML reports a field it cannot read)."""
+        gpu = self._gpu(handle, "nvmlDeviceGetFieldValues")
+        out = []
+        for field_id in field_ids:
+            count = gpu.get("nvlink_count") if field_id == NVML_FI_DEV_NVLINK_LINK_COUNT else None
+            out.append(_Struct(fieldId=field_id, nvmlReturn=NVML_SUCCESS if count is not None else NVML_ERROR_NOT_SUPPORTED,
+                               value=_Struct(uiVal=count or 0)))
+        return out
 
     def nvmlDeviceGetNvLinkState(self, handle, link):
         return self._link(handle, link, "nvmlDeviceGetNvLinkState")["state"]

@@ -27,12 +27,13 @@ except ImportError:  # ansible-core < 2.19
             basic._ANSIBLE_ARGS = old
 
 
-class Exit(Exception):
-    """exit_json was called; args[0] is the result."""
+class Exit(SystemExit):
+    """exit_json was called; args[0] is the result. A SystemExit, as the real exit_json's
+    sys.exit, so an error boundary (``except Exception``) lets it through."""
 
 
-class Fail(Exception):
-    """fail_json was called; args[0] is the result."""
+class Fail(SystemExit):
+    """fail_json was called; args[0] is the result (a SystemExit like Exit)."""
 
 
 def patch_exits(monkeypatch):

@@ -55,7 +55,10 @@ def smi_outputs():
         with open(os.path.join(FIXTURES, "h200x2", "ansible-run", name)) as handle:
             return handle.read()
     return {"-q -x": (0, read("smi_q.xml"), ""), "topo -m": (0, read("smi_topo.txt"), ""),
-            "--query-gpu=pci.bus_id,compute_cap": (0, read("smi_compute_cap.csv"), "")}
+            "--query-gpu=pci.bus_id,compute_cap": (0, read("smi_compute_cap.csv"), ""),
+            "nvlink -s": (0, read("smi_nvlink_s.txt"), ""),
+            # 'nvlink -R' was not captured on the H200 host: answered as a failing command here.
+            "nvlink -R": (1, "", "not captured")}
 
 
 def test_nvml_backend_facts_and_result_match(monkeypatch):
@@ -79,7 +82,30 @@ def test_smi_backend(monkeypatch):
     assert result["gpu_count"] == 2
     assert result["gpus"][1]["compute_capability"] == "9.0"
     assert result["topology"]["links"] == {"0-1": "NV18"}
-    assert result["unavailable"] == ["nvml_version", "nvlinks"]
+    assert result["unavailable"] == ["nvml_version"]
+    # nvlink -s (real capture): 18 active links per GPU, as NVML reports on the same host
+    assert [g["nvlink_active_count"] for g in result["gpus"]] == [18, 18]
+    link17 = {"link": 17, "active": True, "version": None, "remote": None, "remote_pci_bus_id": None}
+    assert result["gpus"][0]["nvlinks"][17] == link17
+
+
+def test_smi_backend_without_nvlink_command(monkeypatch):
+    outputs = smi_outputs()
+    outputs["nvlink -s"] = (3, "", "nvlink: not supported")
+    ok, result = run({"backend": "nvidia-smi"}, monkeypatch, smi=outputs)
+    assert ok and result["unavailable"] == ["nvml_version", "nvlinks"] and result["gpus"][0]["nvlinks"] is None
+
+
+@pytest.mark.parametrize("expected,words", [
+    ({"count": "two"}, "expected.count (gpu_preflight_expected.count) must be a whole number"),
+    ({"nvlinks_per_gpu": 1.5}, "expected.nvlinks_per_gpu"),
+    ({"min_memory_mib": -1}, "expected.min_memory_mib"),
+    ({"name_pattern": "H200("}, "expected.name_pattern (gpu_preflight_expected.name_pattern) is not a valid regular"),
+    ({"min_driver": "latest"}, "expected.min_driver"),
+])
+def test_bad_expectations_name_the_key(monkeypatch, expected, words):
+    ok, result = run({"backend": "nvml", "expected": expected}, monkeypatch, topology="h200x2")
+    assert not ok and words in result["msg"] and "exception" not in result
 
 
 def test_auto_falls_back_to_smi_without_nvidia_ml_py(monkeypatch):

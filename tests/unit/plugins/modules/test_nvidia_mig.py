@@ -81,7 +81,9 @@ def test_busy_gpu_refused_listing_pids_then_forced(monkeypatch):
     assert not ok and "pid 4242 (vllm-serve)" in res["msg"] and lib.set_calls == []
     ok, res = run({"mode": "disabled", "force": True}, monkeypatch, lib)
     assert ok and res["changed"] is True
-    assert res["gpus"][0]["activation_status"] == "in_use" and res["reboot_required"] is True
+    # NVML_ERROR_IN_USE: idle the GPU and reset it (the role's gpu-reset policy), not a reboot
+    assert res["gpus"][0]["activation_status"] == "in_use" and res["reboot_required"] is False
+    assert res["gpus"][0]["reset_required"] is True
 
 
 def test_consumer_gpu(monkeypatch):
@@ -102,3 +104,49 @@ def test_no_driver(monkeypatch):
 def test_unknown_target(monkeypatch):
     ok, res = run({"mode": "disabled", "gpus": ["9"]}, monkeypatch, fake("h200x2"))
     assert not ok and "no GPU matches 9" in res["msg"]
+
+
+def test_passthrough_vm_reset_required_means_reboot(monkeypatch):
+    """NVML documents activationStatus NVML_ERROR_RESET_REQUIRED for pass-through VMs: a VM reboot."""
+    lib = fake("h200x2")
+    for gpu in lib.state["gpus"]:
+        gpu["passthrough"] = True
+    ok, res = run({"mode": "enabled"}, monkeypatch, lib)
+    assert ok and res["changed"] is True
+    assert [g["activation_status"] for g in res["gpus"]] == ["reset_required"] * 2
+    assert res["reset_required"] is True and res["reboot_required"] is True
+
+
+def test_idle_gpu_in_use_activation_is_a_reset_not_a_reboot(monkeypatch):
+    lib = fake("h200x2")
+    ok, res = run({"mode": "enabled"}, monkeypatch, lib)
+    assert ok and res["reset_required"] is True and res["reboot_required"] is False
+    assert [g["activation_status"] for g in res["gpus"]] == ["in_use"] * 2
+
+
+@pytest.mark.parametrize("call,kind,words", [
+    ("nvmlDeviceGetCount", "lib_rm_version_mismatch", "reboot the host or reload"),
+    ("nvmlDeviceGetCount", "gpu_is_lost", "Xid 79"),
+])
+def test_fatal_nvml_mid_run_is_a_clean_failure(monkeypatch, call, kind, words):
+    """NvmlFatalError after init (a driver upgrade under us, a GPU off the bus): no traceback."""
+    lib = fake("h200x2")
+    monkeypatch.setattr(lib, call, _raiser(lib, kind))
+    ok, res = run({"mode": "disabled"}, monkeypatch, lib)
+    assert not ok and words in res["msg"] and res["kind"] == kind
+    assert "exception" not in res or "Traceback" not in res.get("msg", "")
+
+
+def test_fatal_set_mig_mode_is_a_clean_failure(monkeypatch):
+    lib = fake("h200x2")
+    lib.state["gpus"][0]["errors"] = {"nvmlDeviceSetMigMode": "gpu_is_lost"}
+    ok, res = run({"mode": "enabled"}, monkeypatch, lib)
+    assert not ok and res["msg"].startswith("setting MIG enabled on GPU0") and res["kind"] == "gpu_is_lost"
+
+
+def _raiser(lib, kind):
+    code = {"lib_rm_version_mismatch": 18, "gpu_is_lost": 15}[kind]
+
+    def fail(*args):
+        raise lib.NVMLError(code)
+    return fail
