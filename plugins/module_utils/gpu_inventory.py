@@ -318,7 +318,11 @@ def _is_int(value):
 
 
 def _version_tuple(text):
-    return tuple(int(p) for p in re.findall(r"\d+", str(text or "")))
+    """'550.54.15' -> (550, 54, 15); () when it is no version (a part of 10+ digits is a typo, not a driver)."""
+    parts = re.findall(r"\d+", str(text or ""))
+    if any(len(p) > 9 for p in parts):
+        return ()
+    return tuple(int(p) for p in parts)
 
 
 def check_expected(facts, expected):

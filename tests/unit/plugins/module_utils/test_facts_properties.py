@@ -135,3 +135,11 @@ def test_mig_plan_never_crashes(mode, targets, force):
 def test_query_xml_malformed_examples(text):
     with pytest.raises(NvidiaSmiParseError):
         parse_query_xml(text)
+
+
+@pytest.mark.parametrize("min_driver", ["9" * 5000, "550." + "1" * 20])
+def test_min_driver_with_absurd_digit_runs_is_refused_by_name(min_driver):
+    """Found by hypothesis in CI: int() of a 5000-digit run raised Python's digit-limit ValueError."""
+    with pytest.raises(UserError) as err:
+        validate_expected({"min_driver": min_driver})
+    assert "expected.min_driver" in err.value.message
