@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Offline stand-in for the get-pip bootstrap script that ansible-test downloads.
 
 ansible-test creates virtual environments without pip and then fetches a get-pip script from a host

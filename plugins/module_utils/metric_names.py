@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-# Copyright: (c) 2026, gpufleet.vllm maintainers
+# Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Metric names: which ones the alert rules and the dashboard use, which ones a live /metrics scrape
 exposes, what is missing, and the plan's KV block count against the engine's.

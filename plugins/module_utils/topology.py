@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-# Copyright: (c) 2026, gpufleet.vllm maintainers
+# Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Pure GPU topology logic: the GPU x GPU matrix in nvidia-smi's words, NVLink islands, NUMA groups.
 

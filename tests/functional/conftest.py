@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Shared fixtures for the plain-pytest functional tests (run with the project venv)."""
 import os
 import pathlib

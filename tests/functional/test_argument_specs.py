@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Every role's meta/argument_specs.yml declares exactly the variables of defaults/main.yml, with the
 same defaults, and every public variable is prefixed with the role's name."""
 import pathlib

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The collection builds, installs next to the bundle's ansible.posix / community.general, and
 documents its roles and modules through ansible-doc."""
 import json

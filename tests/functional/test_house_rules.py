@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """House rules a maintainer relies on, checked on the tree as it is.
 
 1. docs/ARCHITECTURE.md is the map: every module, module_util, filter plugin and role that exists is
@@ -5,10 +8,13 @@
 2. No function in plugins/module_utils is longer than MAX_FUNCTION_LINES, except the functions
    listed in LONG_FUNCTIONS_TO_SPLIT with their length today: that list may only shrink (issue 17
    splits them); a listed function that grew, or a new long function, fails.
+3. Every Python file in git starts with the one header (after a shebang, where there is one):
+   coding line, the one copyright line, the licence line.
 """
 import ast
 import pathlib
 import re
+import subprocess
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "ARCHITECTURE.md"
@@ -74,3 +80,28 @@ def test_no_new_long_functions_in_module_utils():
             too_long[name] = (length, allowed)
     assert not too_long, "functions over their length limit (split them into named steps): %s" % ", ".join(
         "%s %d > %d lines" % (name, got, limit) for name, (got, limit) in sorted(too_long.items()))
+
+
+PY_HEADER = [
+    "# -*- coding: utf-8 -*-",
+    "# Copyright: gpufleet.vllm contributors",
+    "# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)",
+]
+
+
+def tracked_python_files():
+    listing = subprocess.run(["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True)
+    return [ROOT / name for name in listing.stdout.split()]
+
+
+def test_every_python_file_has_the_one_header():
+    files = tracked_python_files()
+    assert len(files) > 50  # the listing worked (a broken git call must not pass as "no file")
+    wrong = []
+    for path in files:
+        lines = path.read_text(encoding="utf-8").split("\n")
+        if lines and lines[0].startswith("#!"):
+            lines = lines[1:]
+        if lines[:3] != PY_HEADER:
+            wrong.append(path.relative_to(ROOT).as_posix())
+    assert not wrong, "files without the standard three-line header: %s" % wrong

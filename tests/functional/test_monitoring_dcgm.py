@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The DCGM exporter's counters file and unit, rendered by the monitoring role's own tasks (dcgm_files.yml).
 These machines have no NVIDIA repository, so the role's install path is covered by its skip message in
 the Molecule scenario; the files it would install are checked here."""

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The monitoring role's alert rules: rendered by the role's own tasks (promtool check rules included), then
 `promtool test rules` runs tests/functional/monitoring/rules.test.yml, which tests EVERY alert (firing and
 quiet cases), once per vLLM metric-name era. Needs promtool (Debian package `prometheus`,

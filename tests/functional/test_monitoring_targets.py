@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The monitoring role's scrape targets from an inventory and the vllm role's plan (vllm_served_instances),
 computed by the role's own tasks (targets.yml) on localhost."""
 import json

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Render roles/nginx/templates/nginx.conf.j2 with Ansible's own templating for the variable
 combinations the role supports, and check the directives that matter (the Molecule scenario
 `nginx` then runs the result through a real `nginx -t` and real traffic)."""

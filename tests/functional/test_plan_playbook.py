@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """playbooks/plan.yml answers the seeds' three hardware questions (4 x RTX 4090, 2 x A100 80GB, 4 x H100)
 from config.json alone, offline, on the controller, and its figures equal the plan made once the
 index (real metadata.total_size) is present."""

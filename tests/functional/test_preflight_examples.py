@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """playbooks/preflight.yml plans every example inventory from its declared hardware (--tags plan) with
 zero errors and prints the plan table and the command lines. Runs against this machine with a local
 connection: the planner is pure, and the model directory holds only the fixture config.json."""

@@ -1,4 +1,5 @@
 # -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The argv vllm_plan renders is accepted by the REAL pinned vLLM (0.33.0) on CPU: its own parser,
 validate_parsed_serve_args, AsyncEngineArgs.from_cli_args and create_engine_config on a config-only

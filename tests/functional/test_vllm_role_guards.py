@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The vllm role's guards and unit template, evaluated with Ansible's own templating on the shipped
 task files (issue 15 items 3, 5, 6, 7 and 9). Each case below passed the round-1 role unnoticed:
 a removal on a smaller plan, --api-ke in argv, two --port flags, port 70000, an instance without

@@ -1,4 +1,5 @@
 # -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """A tiny run of benchmarks/weights_bench.py (2 x 8 MiB, one repeat): the script works end to end
 against nginx and reports every figure. The real benchmark (4 x 1 GiB) is run by hand, not in CI."""

@@ -1,4 +1,5 @@
 # -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """docs/fleet-weights.md, tested: a host's verified snapshot served by nginx is a source: http
 for its peers, with the same verification (a mirror serving a damaged file is refused)."""

@@ -1,4 +1,5 @@
 # -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """source: hf against the FAKE hub (tests/fakes/fake_hf_hub.py) with the real huggingface_hub client:
 revision resolution, LFS sha256 and git blob ids, the token kept out of output, logs and -vvv."""

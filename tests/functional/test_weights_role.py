@@ -1,4 +1,5 @@
 # -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The model_weights role on this machine (connection local): progress lines while a slow download
 runs, check mode writes nothing, and the model_storage free-space contract refuses a snapshot

@@ -1,4 +1,5 @@
 # -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Issue 15 High 1: the hub token goes only to the hub endpoint's host, never to an http mirror or
 manifest host, never over plain http unless token_over_http, never across a redirect to another host.

@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The wheelhouse scripts print progress on stderr and the path alone on stdout, even when pip talks.
 
 A fresh machine's first `scripts/demo.sh` once read pip's "Collecting ... Saved ..." lines as the

@@ -1,4 +1,5 @@
 # -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Run INSIDE the pinned vLLM venv (VLLM_TARGET_DEVICE=cpu, HF_HUB_OFFLINE=1): validate `vllm serve` argv
 with vLLM's own parser, validate_parsed_serve_args, AsyncEngineArgs.from_cli_args and

@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-# Copyright: (c) 2026, gpufleet.vllm maintainers
+# Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Unit-test set-up: hypothesis runs derandomized, so the suite (and CI) sees the same examples every
 run; a property failure is then a real regression, not a new random draw. Explore with fresh random

@@ -1,4 +1,6 @@
 # -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 # FAKE nvidia-smi (test double, gpufleet.vllm): only `--gpu-reset -i N` / `-r -i N`, over the FAKE pynvml
 # state file. A reset applies the pending MIG mode, unless a live process holds the GPU (as the real one
 # refuses). Every reset is logged to /var/lib/fake_nvml/resets.log.

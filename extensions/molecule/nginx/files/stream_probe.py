@@ -1,4 +1,5 @@
-# Copyright (c) gpufleet.vllm contributors
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Read a streamed completion through nginx and print when each event arrived (JSON).
 

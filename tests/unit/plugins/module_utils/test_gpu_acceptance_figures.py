@@ -1,4 +1,5 @@
 # -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The planner against the REAL figures of the GPU acceptance run (vLLM 0.26.0 on 2 x H200).
 

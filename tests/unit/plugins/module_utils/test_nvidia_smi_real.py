@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-# Copyright: (c) 2026, gpufleet.vllm maintainers
+# Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """topo -m / -q -x parser tests on real outputs found in public issues (tests/fixtures/nvidia-smi/topo/
 README.md gives each file's URL), and on variants DERIVED from them, labelled as such with why."""

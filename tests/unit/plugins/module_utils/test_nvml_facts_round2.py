@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-# Copyright: (c) 2026, gpufleet.vllm maintainers
+# Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """NVML facts (issue 12): real NVLink count, CPU affinity beyond the visible CPUs, MIG capability.
 Runs against the FAKE pynvml (tests/fakes/fake_nvml), a test double, not NVIDIA code."""

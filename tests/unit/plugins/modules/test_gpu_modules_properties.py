@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-# Copyright: (c) 2026, gpufleet.vllm maintainers
+# Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Property-based tests (hypothesis) of gpu_facts and nvidia_mig argument handling, through the
 modules' main() with the FAKE pynvml: any input ends in exit_json or in fail_json naming an option,

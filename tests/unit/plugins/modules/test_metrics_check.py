@@ -1,4 +1,6 @@
 # -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """gpufleet.vllm.metrics_check against a local HTTP server that serves a REAL vLLM 0.32.0 scrape.
 
 The server is a stand-in for the engine's HTTP listener (a ThreadingHTTPServer on 127.0.0.1); the body it

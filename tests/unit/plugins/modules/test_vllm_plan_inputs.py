@@ -1,4 +1,5 @@
 # -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """vllm_plan refuses bad input by name (issue 15, items 4, 5 and 9), and never ends in a traceback.
 

@@ -1,4 +1,5 @@
 # -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Issue 15 Medium 4 (model_weights part): one error boundary. OSError (ENOTDIR, EACCES, EIO, ENOSPC
 while saving the record, leaving no *.tmp), an unknown owner refused before any download, and the

@@ -1,4 +1,5 @@
 # -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Property-based tests (hypothesis) of model_weights' argument handling and pure core with random
 and malformed inputs: wrong types, ranges, unicode, newlines, huge numbers, malformed manifests,
