@@ -13,6 +13,10 @@ start=$(date +%s)
 activate_venv
 
 declare -a names=() results=() secs=()
+record() {  # record NAME RC T0: a finished step, for the summary
+  names+=("$1"); results+=("$2"); secs+=("$(( $(date +%s) - $3 ))")
+  [ "$2" = 0 ] || printf '\033[1;31m[%s] FAILED (exit %s)\033[0m\n' "$1" "$2" >&2
+}
 step() {  # step NAME COMMAND...
   local name="$1"; shift
   local t0 rc
@@ -22,8 +26,7 @@ step() {  # step NAME COMMAND...
   "$@"
   rc=$?
   set -e
-  names+=("$name"); results+=("$rc"); secs+=("$(( $(date +%s) - t0 ))")
-  [ "$rc" = 0 ] || printf '\033[1;31m[%s] FAILED (exit %s)\033[0m\n' "$name" "$rc" >&2
+  record "$name" "$rc" "$t0"
 }
 
 pytest_functional() {
@@ -47,11 +50,10 @@ lint_rc=0
 wait "$lint_pid" || lint_rc=$?
 log "[lint] $ROOT/scripts/lint.sh (ran beside sanity)"
 cat "$lint_log"
-names=(lint "${names[@]}"); results=("$lint_rc" "${results[@]}"); secs=("$(( $(date +%s) - lint_t0 ))" "${secs[@]}")
-[ "$lint_rc" = 0 ] || printf '\033[1;31m[lint] FAILED (exit %s)\033[0m\n' "$lint_rc" >&2
+record lint "$lint_rc" "$lint_t0"
 step units "$ROOT/scripts/ansible-test.sh" units --requirements
 step pytest pytest_functional
-# Molecule scenarios, two at a time (each task waits on podman more than on the CPU). host_tuning
+# Molecule scenarios, two at a time (on 2 cores they are CPU-bound: more lanes do not help). host_tuning
 # runs alone first: it changes the VM's own non-namespaced sysctls and restores them in cleanup.
 run_scenarios() {
   local logs="$BUILD/logs" jobs="${GPUFLEET_MOLECULE_JOBS:-2}" scenario t0 rc
