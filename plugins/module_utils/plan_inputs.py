@@ -91,8 +91,12 @@ def validate_options(p):
     version = o.get("vllm_version") or "0.33.0"
     if not isinstance(version, str) or not _VERSION.match(version):
         raise UserError("vllm_version must be a version such as 0.33.0, got %r" % (version,), option="vllm_version")
-    for key in ("served_model_name", "host", "speculative_method", "tool_call_parser", "reasoning_parser"):
+    o["serve_path"] = o.get("serve_path") or None  # empty: the command lines name `model`
+    for key in ("served_model_name", "host", "speculative_method", "tool_call_parser", "reasoning_parser", "serve_path"):
         _plain_text(o.get(key), key)
+    if o.get("serve_path") and not o["serve_path"].startswith("/"):
+        raise UserError("serve_path must be an absolute path on the host (the directory vllm serve is given), got %r"
+                        % (o["serve_path"],), option="serve_path")
     for i, arg in enumerate(o.get("extra_args") or []):
         _plain_text(arg, "extra_args[%d]" % i, allow_empty=True)
     if isinstance(o.get("yarn"), dict):

@@ -48,6 +48,12 @@ options:
         Llama 4) are refused with the error finding C(windowed_attention_not_modelled).
     type: path
     required: true
+  serve_path:
+    description:
+      - The model path the rendered command lines name (what C(vllm serve) is given on the host); defaults to O(model).
+      - Set it when O(model) is a copy of the model's C(config.json) kept elsewhere, for example the source
+        directory or a controller-side cache that check mode plans from before the snapshot exists on the host.
+    type: path
   gpus:
     description:
       - The M(gpufleet.vllm.gpu_facts) result (C(ansible_facts.gpufleet_gpu)) with C(gpu_count) and a C(gpus) list,
@@ -284,6 +290,7 @@ from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build
 
 ARGUMENT_SPEC = dict(
     model=dict(type="path", required=True),
+    serve_path=dict(type="path"),
     gpus=dict(type="dict"),
     tensor_parallel_size=dict(type="raw", default=1),
     pipeline_parallel_size=dict(type="raw", default=1),
@@ -328,7 +335,7 @@ def plan(params):
         validate_config(raw, p["model"] if p["model"].endswith(".json") else os.path.join(model_dir, "config.json"))
         validate_against_model(p, parse_config(raw))
         total, source = weight_bytes(model_dir)
-        result = build_plan(p, raw, model_dir, weights_total=total, weights_source=source)
+        result = build_plan(p, raw, p.get("serve_path") or model_dir, weights_total=total, weights_source=source)
     except (ModelConfigError, CapacityError, PlacementError) as exc:
         raise UserError(str(exc), findings=[])
     check_ports(p, len(result["instances"]))

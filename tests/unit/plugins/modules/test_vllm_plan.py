@@ -161,6 +161,24 @@ def test_module_check_mode_config_only(tmp_path, monkeypatch):
     assert result["capacity"]["kv_cache_tokens"] == 42656
 
 
+def test_serve_path_names_the_host_directory_while_config_is_read_elsewhere(tmp_path, monkeypatch):
+    # Check mode on a fresh host plans from a copy of config.json (the source or a controller cache):
+    # the command lines and the summary must name the directory the host will serve, never the copy.
+    copy = tmp_path / "controller-cache"
+    copy.mkdir()
+    shutil.copy(os.path.join(FIXTURES, "Qwen__Qwen3-14B.config.json"), str(copy / "config.json"))
+    args = {"model": str(copy), "max_model_len": 32768, "kv_cache_memory_bytes": 6989963018}
+    plain = run_module(monkeypatch, args)
+    served = run_module(monkeypatch, dict(args, serve_path="/srv/models/qwen3-14b"))
+    assert not served.get("failed"), served
+    argv = served["instances"][0]["argv"]
+    assert argv[argv.index("serve") + 1] == "/srv/models/qwen3-14b"
+    assert str(copy) not in json.dumps(served["instances"]) and str(copy) not in served["summary"]
+    assert "vllm serve /srv/models/qwen3-14b " in served["summary"]
+    # Only the path differs: the capacity figures are the copy's.
+    assert served["capacity"] == plain["capacity"]
+
+
 def run_module(monkeypatch, args):
     return harness_run_module(monkeypatch, vllm_plan.main, args)
 

@@ -81,6 +81,8 @@ REFUSED = [
     ("kv_bytes_negative", dict(kv_cache_memory_bytes=-5), {}, {}, "kv_cache_memory_bytes must be >= 1"),
     ("served_name_newline", dict(served_model_name="m\nExecStartPre=/bin/sh"), {}, {}, "served_model_name must be a one-line string"),
     ("host_newline", dict(host="0.0.0.0\nUser=root"), {}, {}, "host must be a one-line string"),
+    ("serve_path_relative", dict(serve_path="models/m"), {}, {}, "serve_path must be an absolute path"),
+    ("serve_path_newline", dict(serve_path="/srv/m\nExecStartPre=/bin/sh"), {}, {}, "serve_path must be a one-line string"),
     ("gpus_entry_string", dict(gpus={"gpu_count": 1, "gpus": ["GPU0"]}), {}, {}, "gpus.gpus[0] must be a mapping"),
     ("gpus_index_string", dict(gpus={"gpu_count": 1, "gpus": [{"index": "zero"}]}), {}, {}, "gpus.gpus[0].index must be an integer"),
     ("gpus_count_string", dict(gpus=dict(H200, count="two")), {}, {}, "gpus.count must be an integer"),
