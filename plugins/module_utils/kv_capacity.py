@@ -212,7 +212,7 @@ def fit_memory(version, available_bytes, bytes_per_block):
     return available_bytes
 
 
-def plan(cfg, tp=1, pp=1, kv_cache_dtype="auto", available_bytes=None, max_model_len=None,
+def size_kv_cache(cfg, tp=1, pp=1, kv_cache_dtype="auto", available_bytes=None, max_model_len=None,
          enable_prefix_caching=True, num_speculative_tokens=0, speculative_method=None,
          compute_capability=None, vllm_version="0.33.0", block_size=None, context_parallel_size=1,
          platform="cuda"):

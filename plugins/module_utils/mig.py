@@ -43,7 +43,7 @@ def select_gpus(gpus, targets):
     return sorted(chosen, key=lambda g: g["index"]), unknown
 
 
-def plan(gpus, desired, targets=None, force=False):
+def decide_actions(gpus, desired, targets=None, force=False):
     """Decide per GPU what to do.
 
     ``gpus``: ``[{"index", "uuid", "name", "current", "pending", "processes": [{"pid", "name"}]}]``

@@ -8,7 +8,7 @@
   and the error is recorded on that GPU (``errors[field]``); only a broken NVML as a whole
   (library missing, driver not loaded, driver/library mismatch, no permission) raises
   ``NvmlFatalError`` whose ``hint`` says what to do.
-- ``collect(nvml, read_sysfs)`` walks every GPU and returns plain data (see gpu_inventory for the
+- ``collect(nvml, read_sysfs)`` walks every GPU and returns plain data (see gpu_facts_assembly for the
   final facts shape). The library is injectable, so tests pass the fake under tests/fakes/.
 """
 

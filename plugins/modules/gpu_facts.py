@@ -308,7 +308,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError, run_guarded
-from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_inventory import (
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_facts_assembly import (
     FACTS_KEY,
     check_expected,
     empty_facts,

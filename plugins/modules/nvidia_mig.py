@@ -156,9 +156,9 @@ from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary impor
 from ansible_collections.gpufleet.vllm.plugins.module_utils.mig import (
     MigPlanError,
     after_apply,
+    decide_actions,
     diff,
     needs_reboot,
-    plan,
 )
 from ansible_collections.gpufleet.vllm.plugins.module_utils.nvml import (
     Nvml,
@@ -196,7 +196,7 @@ def _apply_one(module, nvml, handles, entry, mode):
 def _converge(module, nvml, mode):
     state, handles = mig_state(nvml)
     try:
-        planned = plan(state, mode, module.params["gpus"], module.params["force"])
+        planned = decide_actions(state, mode, module.params["gpus"], module.params["force"])
     except MigPlanError as exc:
         raise UserError("nvidia_mig: %s" % "; ".join(exc.problems), problems=exc.problems, gpus=state)
     by_index = dict((g["index"], g) for g in state)

@@ -322,7 +322,7 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def plan(params):
+def plan_from_options(params):
     """Validate every input, read the model and plan; input errors raise UserError naming the option/file."""
     p = validate_options(params)
     try:
@@ -344,7 +344,7 @@ def plan(params):
 
 def _body(module):
     try:
-        return plan(module.params)
+        return plan_from_options(module.params)
     except UserError as exc:
         exc.details.setdefault("findings", [])
         raise

@@ -23,8 +23,8 @@ MAX_FUNCTION_LINES = 60
 # Functions over the limit when the check was introduced (lines, from `def` to the last line).
 # Shrink this as they are split; never add to it.
 LONG_FUNCTIONS_TO_SPLIT = {
-    "plugins/module_utils/gpu_inventory.py:facts_from_smi": 67,
-    "plugins/module_utils/kv_capacity.py:plan": 144,
+    "plugins/module_utils/gpu_facts_assembly.py:facts_from_smi": 67,
+    "plugins/module_utils/kv_capacity.py:size_kv_cache": 144,
     "plugins/module_utils/model_config.py:parse_config": 77,
     "plugins/module_utils/nvidia_smi.py:parse_query_xml": 64,
     "plugins/module_utils/placement.py:place": 70,

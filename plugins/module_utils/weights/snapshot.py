@@ -32,7 +32,7 @@ from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.fetch import
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.manifest import (
     MANIFEST_NAME, STATE_DIR, render_manifest,
 )
-from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.plan import (
+from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.triage import (
     check_space, space_needed, summarize_diff, throughput, triage,
 )
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.record import (

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
-from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_inventory import check_expected, validate_expected
-from ansible_collections.gpufleet.vllm.plugins.module_utils.mig import MigPlanError, plan
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_facts_assembly import check_expected, validate_expected
+from ansible_collections.gpufleet.vllm.plugins.module_utils.mig import MigPlanError, decide_actions
 from ansible_collections.gpufleet.vllm.plugins.module_utils.nvidia_smi import (
     NvidiaSmiParseError,
     parse_nvlink_remote,
@@ -25,7 +25,7 @@ from ansible_collections.gpufleet.vllm.plugins.module_utils.nvidia_smi import (
     parse_query_xml,
     parse_topology,
 )
-from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_inventory import facts_from_smi
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_facts_assembly import facts_from_smi
 
 FIX = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures")
 PROPS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -124,7 +124,7 @@ def test_mig_plan_never_crashes(mode, targets, force):
              "processes": []},
             {"index": 1, "uuid": "GPU-b", "name": "NVIDIA L40S", "current": None, "pending": None, "processes": []}]
     try:
-        plan(gpus, mode, targets, force)
+        decide_actions(gpus, mode, targets, force)
     except MigPlanError as exc:
         assert exc.problems and all(isinstance(p, str) for p in exc.problems)
         assert "mode" in str(exc) or "GPU" in str(exc)

@@ -50,7 +50,7 @@ def _plan_from_argv(case, version="0.26.0"):
     overrides = _flag(argv, "--hf-overrides")
     if overrides:
         cfg["max_position_embeddings"] = json.loads(overrides)["max_position_embeddings"]
-    return kv.plan(
+    return kv.size_kv_cache(
         cfg, tp=int(_flag(argv, "--tensor-parallel-size", "1")),
         kv_cache_dtype=_flag(argv, "--kv-cache-dtype", "auto"),
         available_bytes=int(_flag(argv, "--kv-cache-memory-bytes")),
@@ -108,10 +108,10 @@ def test_fit_edge_release_rules():
     suggested = by_id["edge-two-blocks-above"]["suggested_max_model_len"]
     assert suggested == 7280
     cfg = _cfg("Qwen__Qwen3-8B")
-    at = kv.plan(cfg, available_bytes=GIB, max_model_len=7280, vllm_version="0.26.0")
-    above = kv.plan(cfg, available_bytes=GIB, max_model_len=7296, vllm_version="0.26.0")
+    at = kv.size_kv_cache(cfg, available_bytes=GIB, max_model_len=7280, vllm_version="0.26.0")
+    above = kv.size_kv_cache(cfg, available_bytes=GIB, max_model_len=7296, vllm_version="0.26.0")
     assert (at["fits"], above["fits"], above["max_model_len_that_fits"]) == (True, False, suggested)
-    new = kv.plan(cfg, available_bytes=GIB, max_model_len=7280, vllm_version="0.33.0")
+    new = kv.size_kv_cache(cfg, available_bytes=GIB, max_model_len=7280, vllm_version="0.33.0")
     assert (new["fits"], new["max_model_len_that_fits"]) == (False, 7264)
 
 

@@ -102,7 +102,7 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_capacity_cases(case):
     _id, name, overrides, kwargs, expected, _source = case
-    got = kv.plan(load(name, **overrides), **kwargs)
+    got = kv.size_kv_cache(load(name, **overrides), **kwargs)
     for key, value in expected.items():
         assert got[key] == value, "%s: %s = %r, expected %r" % (_id, key, got[key], value)
 
@@ -112,7 +112,7 @@ def test_log_line_rounding_window_for_club3090_642():
     cfg = load("Qwen__Qwen3.6-27B.config.json")
     seen = set()
     for gib in (11.045, 11.05, 11.0549):
-        r = kv.plan(cfg, tp=2, kv_cache_dtype="fp8_e5m2", available_bytes=int(gib * GIB), max_model_len=262144,
+        r = kv.size_kv_cache(cfg, tp=2, kv_cache_dtype="fp8_e5m2", available_bytes=int(gib * GIB), max_model_len=262144,
                     num_speculative_tokens=3, speculative_method="mtp", compute_capability="8.6")
         seen.add(r["num_blocks"])
     assert seen == {425, 426}
@@ -121,7 +121,7 @@ def test_log_line_rounding_window_for_club3090_642():
 @pytest.mark.parametrize("tp,heads,replicated", [(1, 8, False), (4, 2, False), (8, 1, False), (16, 1, True)])
 def test_kv_head_replication(tp, heads, replicated):
     cfg = load(dict(SEED_000))
-    r = kv.plan(cfg, tp=tp, kv_cache_dtype="fp8")
+    r = kv.size_kv_cache(cfg, tp=tp, kv_cache_dtype="fp8")
     assert r["kv_heads_per_rank"] == heads
     assert r["kv_heads_replicated"] is replicated
 
@@ -131,10 +131,10 @@ def test_logged_token_figure_by_version(version, tokens):
     """0.20.1+ logs int(concurrency x max_model_len); 0.20.0 and older logged num_blocks // groups x block size.
     They agree when max_model_len is a multiple of the block size, and differ otherwise."""
     cfg = load("Qwen__Qwen3-14B.config.json")
-    r = kv.plan(cfg, available_bytes=int(6.51 * GIB), max_model_len=32768, vllm_version=version)
+    r = kv.size_kv_cache(cfg, available_bytes=int(6.51 * GIB), max_model_len=32768, vllm_version=version)
     assert r["kv_cache_tokens"] == tokens
-    odd_new = kv.plan(cfg, available_bytes=int(6.51 * GIB), max_model_len=32760, vllm_version="0.33.0")
-    odd_old = kv.plan(cfg, available_bytes=int(6.51 * GIB), max_model_len=32760, vllm_version="0.20.0")
+    odd_new = kv.size_kv_cache(cfg, available_bytes=int(6.51 * GIB), max_model_len=32760, vllm_version="0.33.0")
+    odd_old = kv.size_kv_cache(cfg, available_bytes=int(6.51 * GIB), max_model_len=32760, vllm_version="0.20.0")
     assert odd_old["kv_cache_tokens"] == 2666 * 16
     assert odd_new["kv_cache_tokens"] == int(2666 / 2048.0 * 32760)
 
@@ -142,12 +142,12 @@ def test_logged_token_figure_by_version(version, tokens):
 def test_pipeline_parallel_partition():
     assert kv.pp_partition(64, 4) == [16, 16, 16, 16]
     assert kv.pp_partition(61, 4) == [15, 15, 16, 15]
-    r = kv.plan(load(dict(SEED_000, num_hidden_layers=61)), tp=1, pp=4, available_bytes=GIB, max_model_len=4096)
+    r = kv.size_kv_cache(load(dict(SEED_000, num_hidden_layers=61)), tp=1, pp=4, available_bytes=GIB, max_model_len=4096)
     assert r["kv_bytes_per_token_per_rank"] == 16 * 8 * 2 * 128 * 2
 
 
 def test_one_request_does_not_fit_reports_max_len():
-    r = kv.plan(load("Qwen__Qwen3-14B.config.json"), available_bytes=GIB, max_model_len=40960)
+    r = kv.size_kv_cache(load("Qwen__Qwen3-14B.config.json"), available_bytes=GIB, max_model_len=40960)
     # 1 GiB / (40 layers x 16 x 4096 B) = 409 blocks; one is the null block -> 408 x 16 tokens
     assert (r["num_blocks"], r["fits"], r["max_model_len_that_fits"]) == (409, False, 6528)
 
@@ -161,7 +161,7 @@ def test_errors(bad, message):
     kwargs = dict(tp=1, max_model_len=1024)
     kwargs.update(bad)
     with pytest.raises(kv.CapacityError, match=message):
-        kv.plan(load("Qwen__Qwen3-14B.config.json"), **kwargs)
+        kv.size_kv_cache(load("Qwen__Qwen3-14B.config.json"), **kwargs)
 
 
 def test_offload_needs():
@@ -190,18 +190,18 @@ PRE_0201_LOGS = [
 def test_pre_0_20_1_logged_figure_on_real_logs(case):
     _id, name, kwargs, tokens, concurrency = case
     cfg = load(name)
-    shape = kv.plan(cfg, enable_prefix_caching=False, compute_capability="9.0", **kwargs)
+    shape = kv.size_kv_cache(cfg, enable_prefix_caching=False, compute_capability="9.0", **kwargs)
     groups = shape["attention_groups"] + shape["linear_groups"]
     # The block counts that the logged token figure allows, narrowed by the logged concurrency.
     candidates = [n for n in range(groups * tokens // shape["block_size"], groups * (tokens // shape["block_size"] + 1))
                   if round(n / float(shape["blocks_per_request"]), 2) == concurrency]
     assert candidates
     for num_blocks in candidates:
-        got = kv.plan(cfg, enable_prefix_caching=False, compute_capability="9.0",
+        got = kv.size_kv_cache(cfg, enable_prefix_caching=False, compute_capability="9.0",
                       available_bytes=num_blocks * shape["bytes_per_block"], **kwargs)
         assert (got["kv_cache_tokens"], round(got["max_concurrency"], 2)) == (tokens, concurrency)
         newer = dict(kwargs, vllm_version="0.20.1")
-        later = kv.plan(cfg, enable_prefix_caching=False, compute_capability="9.0",
+        later = kv.size_kv_cache(cfg, enable_prefix_caching=False, compute_capability="9.0",
                         available_bytes=num_blocks * shape["bytes_per_block"], **newer)
         assert later["kv_cache_tokens"] != tokens  # 0.20.1+ would have logged concurrency x max_model_len
 
@@ -219,7 +219,7 @@ def tiny_qwen3():
 
 
 def test_cpu_log_line_matches_the_real_engine():
-    got = kv.plan(tiny_qwen3(), available_bytes=GIB, max_model_len=2048, platform="cpu", vllm_version="0.32.0")
+    got = kv.size_kv_cache(tiny_qwen3(), available_bytes=GIB, max_model_len=2048, platform="cpu", vllm_version="0.32.0")
     assert got["log_line"] == TINY_QWEN3_CPU_LOG
     assert got["block_size"] == 128
     assert got["num_blocks"] == 16384
@@ -246,5 +246,5 @@ def test_cpu_platform_errors(kwargs, message):
     if kwargs.pop("_hybrid", False):
         cfg["linear"] = {"num_v_heads": 2}
     with pytest.raises(kv.CapacityError) as err:
-        kv.plan(cfg, available_bytes=GIB, max_model_len=2048, **kwargs)
+        kv.size_kv_cache(cfg, available_bytes=GIB, max_model_len=2048, **kwargs)
     assert message in str(err.value)

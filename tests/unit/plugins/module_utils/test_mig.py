@@ -8,7 +8,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils.mig import MigPlanError, after_apply, diff, plan
+from ansible_collections.gpufleet.vllm.plugins.module_utils.mig import MigPlanError, after_apply, decide_actions, diff
 
 
 def gpu(index, current, pending, processes=None, name="NVIDIA A100-SXM4-80GB"):
@@ -35,7 +35,7 @@ CASES = [
 
 @pytest.mark.parametrize("state,desired,targets,per_gpu,changed,reset", CASES)
 def test_plan(state, desired, targets, per_gpu, changed, reset):
-    result = plan(state, desired, targets)
+    result = decide_actions(state, desired, targets)
     assert [(e["changed"], e["reset_required"]) for e in result["gpus"]] == per_gpu
     assert result["changed"] is changed
     assert result["reset_required"] is reset
@@ -43,24 +43,24 @@ def test_plan(state, desired, targets, per_gpu, changed, reset):
 
 def test_targets_select_in_index_order():
     state = [gpu(0, "enabled", "enabled"), gpu(1, "enabled", "enabled"), gpu(2, "enabled", "enabled")]
-    assert [e["index"] for e in plan(state, "disabled", ["2", "GPU-0"])["gpus"]] == [0, 2]
+    assert [e["index"] for e in decide_actions(state, "disabled", ["2", "GPU-0"])["gpus"]] == [0, 2]
 
 
 def test_busy_gpu_refused_with_pids_unless_forced():
     state = [gpu(0, "enabled", "enabled", [{"pid": 4242, "name": "vllm"}, {"pid": 7, "name": None}]),
              gpu(1, "disabled", "disabled", [{"pid": 99, "name": "dcgm"}])]
     with pytest.raises(MigPlanError) as info:
-        plan(state, "disabled")
+        decide_actions(state, "disabled")
     text = str(info.value)
     assert "pid 4242 (vllm)" in text and "pid 7 (?)" in text and "force=true" in text
     assert "99" not in text  # GPU1 needs no change, its process does not matter
-    assert plan(state, "disabled", force=True)["gpus"][0]["changed"] is True
+    assert decide_actions(state, "disabled", force=True)["gpus"][0]["changed"] is True
 
 
 def test_every_problem_in_one_error():
     state = [gpu(0, None, None, name="NVIDIA L40S"), gpu(1, "disabled", "disabled", [{"pid": 1, "name": "x"}])]
     with pytest.raises(MigPlanError) as info:
-        plan(state, "enabled", ["0", "1", "7"])
+        decide_actions(state, "enabled", ["0", "1", "7"])
     assert len(info.value.problems) == 3
     assert "does not support MIG" in info.value.problems[1]
     assert "no GPU matches 7" in info.value.problems[0]
@@ -68,11 +68,11 @@ def test_every_problem_in_one_error():
 
 def test_bad_mode():
     with pytest.raises(MigPlanError):
-        plan([gpu(0, "disabled", "disabled")], "on")
+        decide_actions([gpu(0, "disabled", "disabled")], "on")
 
 
 def test_diff_and_after_apply():
-    planned = plan([gpu(0, "enabled", "enabled"), gpu(1, "disabled", "disabled")], "disabled")
+    planned = decide_actions([gpu(0, "enabled", "enabled"), gpu(1, "disabled", "disabled")], "disabled")
     d = diff(planned)
     assert "GPU0 GPU-0: current=enabled pending=enabled" in d["before"]
     assert "GPU0 GPU-0: current=enabled pending=disabled" in d["after"]

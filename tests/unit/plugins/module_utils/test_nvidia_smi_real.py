@@ -147,7 +147,7 @@ def test_nvlink_status_real_v100_inactive_links():
 
 
 def test_nvlink_remote_real_a100_and_remote_kinds():
-    from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_inventory import smi_nvlinks
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_facts_assembly import smi_nvlinks
     from ansible_collections.gpufleet.vllm.plugins.module_utils.nvidia_smi import (
         parse_nvlink_remote,
         parse_nvlink_status,

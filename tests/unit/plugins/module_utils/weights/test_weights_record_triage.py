@@ -9,7 +9,7 @@ import pytest
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.digest import Digest, hash_file
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.errors import WeightsError
-from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.plan import (
+from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.triage import (
     check_space, human_bytes, space_needed, summarize_diff, throughput, triage,
 )
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.record import (
