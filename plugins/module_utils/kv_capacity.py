@@ -53,6 +53,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 GIB = 1024 ** 3
 
 KV_DTYPE_BYTES = {
@@ -95,18 +97,32 @@ def lcm(a, b):
     return a * b // gcd(a, b)
 
 
+_RELEASE = re.compile(r"^\s*v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(.*)$")
+_PRE_RELEASE = re.compile(r"^[._-]?(a|b|c|rc|alpha|beta|pre|preview|dev)\d*", re.IGNORECASE)
+_AFTER_ALL = 1 << 30
+
+
 def parse_version(text):
-    parts = []
-    for piece in str(text).split(".")[:3]:
-        digits = ""
-        for ch in piece:
-            if not ch.isdigit():
-                break
-            digits += ch
-        parts.append(int(digits or 0))
-    while len(parts) < 3:
-        parts.append(0)
-    return tuple(parts)
+    """vLLM's version as a tuple that compares like PEP 440 against the rule versions above.
+
+    A pre-release or dev build of X (``0.20.1rc1.dev16+g7a1eb8ac2``, a nightly) sorts before X: a real
+    0.20.1rc1.dev16 nightly still logged the grouped figure that 0.20.1 replaced (club-3090 issue 46,
+    tests/fixtures/vllm-logs). Local labels (``+cpu``, ``+cu130``) and ``.postN`` are the release itself.
+    """
+    match = _RELEASE.match(str(text))
+    if not match:
+        return (0, 0, 0)
+    parts = tuple(int(n or 0) for n in match.group(1, 2, 3))
+    if not _PRE_RELEASE.match(match.group(4)):
+        return parts
+    major, minor, patch = parts
+    if patch:
+        return (major, minor, patch - 1, _AFTER_ALL)
+    if minor:
+        return (major, minor - 1, _AFTER_ALL, _AFTER_ALL)
+    if major:
+        return (major - 1, _AFTER_ALL, _AFTER_ALL, _AFTER_ALL)
+    return (0, 0, 0)
 
 
 def parse_cc(cc):
