@@ -229,9 +229,9 @@ def fit_memory(version, available_bytes, bytes_per_block):
 
 
 def size_kv_cache(cfg, tp=1, pp=1, kv_cache_dtype="auto", available_bytes=None, max_model_len=None,
-         enable_prefix_caching=True, num_speculative_tokens=0, speculative_method=None,
-         compute_capability=None, vllm_version="0.33.0", block_size=None, context_parallel_size=1,
-         platform="cuda"):
+                  enable_prefix_caching=True, num_speculative_tokens=0, speculative_method=None,
+                  compute_capability=None, vllm_version="0.33.0", block_size=None, context_parallel_size=1,
+                  platform="cuda"):
     """Predict vLLM's KV-cache figures for one instance (all ranks alike).
 
     ``available_bytes`` is the per-GPU KV memory (``--kv-cache-memory-bytes`` or the

@@ -217,10 +217,10 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
         plan_cfg, plan_dtype, ptf = fam.per_token_head_plan(cfg, kv_dtype)
         findings += ptf
         cap = kv.size_kv_cache(plan_cfg, tp=tp, pp=pp, kv_cache_dtype=plan_dtype, available_bytes=available, max_model_len=max_len,
-                      enable_prefix_caching=p.get("enable_prefix_caching", True),
-                      num_speculative_tokens=p.get("num_speculative_tokens") or 0,
-                      speculative_method=p.get("speculative_method"), compute_capability=cc, vllm_version=version,
-                      block_size=p.get("block_size"), platform="cpu" if cpu else "cuda")
+                               enable_prefix_caching=p.get("enable_prefix_caching", True),
+                               num_speculative_tokens=p.get("num_speculative_tokens") or 0,
+                               speculative_method=p.get("speculative_method"), compute_capability=cc, vllm_version=version,
+                               block_size=p.get("block_size"), platform="cpu" if cpu else "cuda")
     except kv.CapacityError as exc:
         if not any(f["code"] == "tp_not_dividing_heads" for f in findings):
             findings.append(_f("error", "capacity_not_computed", str(exc), "fix the option the message names"))

@@ -113,7 +113,7 @@ def test_log_line_rounding_window_for_club3090_642():
     seen = set()
     for gib in (11.045, 11.05, 11.0549):
         r = kv.size_kv_cache(cfg, tp=2, kv_cache_dtype="fp8_e5m2", available_bytes=int(gib * GIB), max_model_len=262144,
-                    num_speculative_tokens=3, speculative_method="mtp", compute_capability="8.6")
+                             num_speculative_tokens=3, speculative_method="mtp", compute_capability="8.6")
         seen.add(r["num_blocks"])
     assert seen == {425, 426}
 
@@ -198,11 +198,11 @@ def test_pre_0_20_1_logged_figure_on_real_logs(case):
     assert candidates
     for num_blocks in candidates:
         got = kv.size_kv_cache(cfg, enable_prefix_caching=False, compute_capability="9.0",
-                      available_bytes=num_blocks * shape["bytes_per_block"], **kwargs)
+                               available_bytes=num_blocks * shape["bytes_per_block"], **kwargs)
         assert (got["kv_cache_tokens"], round(got["max_concurrency"], 2)) == (tokens, concurrency)
         newer = dict(kwargs, vllm_version="0.20.1")
         later = kv.size_kv_cache(cfg, enable_prefix_caching=False, compute_capability="9.0",
-                        available_bytes=num_blocks * shape["bytes_per_block"], **newer)
+                                 available_bytes=num_blocks * shape["bytes_per_block"], **newer)
         assert later["kv_cache_tokens"] != tokens  # 0.20.1+ would have logged concurrency x max_model_len
 
 
