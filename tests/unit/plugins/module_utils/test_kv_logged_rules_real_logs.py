@@ -217,6 +217,7 @@ VERSION_ORDER = [
     ("0.20.1", ">=", kv.V_CONCURRENCY_TOKENS),
     ("0.20.1+cu130", ">=", kv.V_CONCURRENCY_TOKENS),
     ("0.20.1.post1", ">=", kv.V_CONCURRENCY_TOKENS),
+    ("0.20.2rc1.dev9+g01d4d1ad3", ">=", kv.V_CONCURRENCY_TOKENS),  # club-3090#75/#76: prints the int(C x L) pair
     ("0.33.0rc2", "<", kv.V_FIT_NULL_BLOCK),
     ("0.33.0rc2", ">=", (0, 32, 9)),
     ("0.32.0+cpu", "<", kv.V_FIT_NULL_BLOCK),
