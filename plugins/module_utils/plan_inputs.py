@@ -79,6 +79,8 @@ def validate_options(p):
     o["expected_prompt_tokens"] = as_int(o.get("expected_prompt_tokens"), "expected_prompt_tokens", minimum=1, maximum=_HUGE)
     o["expected_concurrency"] = as_int(o.get("expected_concurrency"), "expected_concurrency", minimum=1, maximum=1 << 24)
     o["port_base"] = as_int(o.get("port_base", 8000), "port_base", minimum=1, maximum=65535, allow_none=False)
+    o["nodes"] = as_int(o.get("nodes") or 1, "nodes", minimum=1, maximum=1024, allow_none=False)
+    o["master_port"] = as_int(o.get("master_port") or 29501, "master_port", minimum=1, maximum=65535, allow_none=False)
     util = o.get("gpu_memory_utilization")
     if util is not None:
         # vLLM 0.33.0 CacheConfig: gpu_memory_utilization = Field(gt=0, le=1).
@@ -92,7 +94,7 @@ def validate_options(p):
     if not isinstance(version, str) or not _VERSION.match(version):
         raise UserError("vllm_version must be a version such as 0.33.0, got %r" % (version,), option="vllm_version")
     o["serve_path"] = o.get("serve_path") or None  # empty: the command lines name `model`
-    for key in ("served_model_name", "host", "speculative_method", "tool_call_parser", "reasoning_parser", "serve_path"):
+    for key in ("served_model_name", "host", "speculative_method", "tool_call_parser", "reasoning_parser", "serve_path", "master_addr"):
         _plain_text(o.get(key), key)
     if o.get("serve_path") and not o["serve_path"].startswith("/"):
         raise UserError("serve_path must be an absolute path on the host (the directory vllm serve is given), got %r"

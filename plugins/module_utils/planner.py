@@ -13,6 +13,7 @@ import re
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils import kv_capacity as kv
 from ansible_collections.gpufleet.vllm.plugins.module_utils import model_families as fam
+from ansible_collections.gpufleet.vllm.plugins.module_utils import multinode as mn
 from ansible_collections.gpufleet.vllm.plugins.module_utils import vllm_args as va
 from ansible_collections.gpufleet.vllm.plugins.module_utils.model_config import model_family, parse_config
 from ansible_collections.gpufleet.vllm.plugins.module_utils.placement import normalize_gpus, place
@@ -127,6 +128,11 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     hw = None
     if p.get("gpus"):
         hw = normalize_gpus(fam.expand_gpus(p["gpus"]))
+    nodes = int(p.get("nodes") or 1)
+    per_host = None
+    if nodes > 1:  # one instance over several identical hosts (gpus describes one of them)
+        tp, pp, per_host, nf = mn.group_shape(nodes, tp, pp, hw["count"] if hw else 0, None)
+        findings += nf + mn.mig_findings(hw["gpus"] if hw else []) + _multinode_option_findings(p)
     if tp == "auto":
         tp = _auto_tp(cfg, hw, weights_total, pp)
         findings.append(_f("info", "auto_tp", "tensor_parallel_size auto -> %d" % tp, "set it explicitly to pin it"))
@@ -272,7 +278,7 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     if cpu:
         groups, pf = [None], []
     else:
-        groups, pf = place(hw, tp * pp, p.get("instances") or "auto")
+        groups, pf = place(hw, min(per_host or tp * pp, hw["count"]), 1) if nodes > 1 else place(hw, tp * pp, p.get("instances") or "auto")
         for grp in groups:
             if grp["numa_node"] is not None and grp["numa_node"] < 0:
                 grp["numa_node"] = None  # sysfs reports -1 for "no NUMA information"
@@ -310,6 +316,10 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
                 va.render_argv(model_path, o, hf_overrides=hf_overrides, kv_transfer_config=kv_transfer, port=port)
                 + mm_argv + fam.numa_bind_args(grp, hw), p.get("speculative_config")),
         })
+    if nodes > 1 and instances:
+        instances[0]["nodes"] = mn.node_commands(instances[0]["argv"], nodes, p.get("master_addr") or "",
+                                                 p.get("master_port") or mn.DEFAULT_MASTER_PORT)
+        instances[0]["argv"] = instances[0]["nodes"][0]["argv"]
     cap["model"] = {"architecture": cfg["architecture"], "family": family, "attention": cfg["attention"],
                     "full_attention_layers": cfg["full_attention_layers"],
                     "linear_attention_layers": cfg["linear_attention_layers"], "num_kv_heads": cfg["num_kv_heads"],
@@ -318,6 +328,17 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     result = {"instances": instances, "capacity": cap, "findings": findings}
     result["summary"] = summary(result, tp, pp)
     return result
+
+
+def _multinode_option_findings(p):
+    findings = []
+    if not p.get("master_addr"):
+        findings.append(_f("error", "master_addr_required", "nodes %d needs master_addr: the head host's address the others connect to"
+                           % int(p["nodes"]), "set master_addr to the head host's address on the group's network"))
+    if p.get("instances") not in (None, "auto", 1):
+        findings.append(_f("error", "instances_with_nodes", "instances %r with nodes %d: a multi-host group is one instance"
+                           % (p.get("instances"), int(p["nodes"])), "leave instances at auto (or 1) when nodes > 1"))
+    return findings
 
 
 def _auto_tp(cfg, hw, weights_total, pp):
@@ -335,11 +356,16 @@ def _gib(v):
     return "-" if v is None else "%.2f GiB" % (v / GIB)
 
 
+def _over_hosts(result):
+    nodes = [len(i["nodes"]) for i in result["instances"] if i.get("nodes")]
+    return ", over %d hosts (vLLM multi-node, one `vllm serve` per host)" % nodes[0] if nodes else ""
+
+
 def summary(result, tp, pp):
     cap = result["capacity"]
     rows = [
         ("model", "%s (%s, %s attention)" % (cap["model"]["architecture"], cap["model"]["family"], cap["model"]["attention"])),
-        ("parallelism", "TP %d x PP %d, %d instance(s)" % (tp, pp, len(result["instances"]))),
+        ("parallelism", "TP %d x PP %d, %d instance(s)%s" % (tp, pp, len(result["instances"]), _over_hosts(result))),
         ("weights per GPU", _gib(cap["weights_bytes_per_rank"])
          + (" (estimate from config.json)" if str(cap.get("weights_source") or "").startswith("estimate") else "")),
         ("KV memory per GPU", _gib(cap["available_kv_bytes"]) + (" (estimate)" if cap.get("estimate") else "")),
@@ -357,7 +383,10 @@ def summary(result, tp, pp):
             inst["environment"]["VLLM_CPU_KVCACHE_SPACE"])
         lines.append("%-26s %s, NUMA %s, port %d" % ("instance " + inst["name"], where, numa, inst["port"]))
         # Shell-quoted for reading and copy-paste; the argv itself stays a list.
-        lines.append("  " + " ".join(shlex.quote(arg) for arg in inst["argv"]))
+        for node in inst.get("nodes") or [{"argv": inst["argv"]}]:
+            if "node_rank" in node:
+                lines.append("  node %d (%s):" % (node["node_rank"], "headless" if node["headless"] else "head, serves the API"))
+            lines.append("  " + " ".join(shlex.quote(arg) for arg in node["argv"]))
     for f in result["findings"]:
         lines.append("%-7s %s: %s -> %s" % (f["level"].upper(), f["code"], f["message"], f["fix"]))
     return "\n".join(lines)

@@ -72,6 +72,24 @@ options:
     description: Pipeline-parallel size of each instance, or C(auto) (1).
     type: raw
     default: 1
+  nodes:
+    description:
+      - Hosts one instance spans (vLLM's own multi-node launch, C(--nnodes); no Ray). O(gpus) then describes one
+        host; all hosts must be alike (the roles check it). Set O(tensor_parallel_size) to the GPUs per host and
+        O(pipeline_parallel_size) to the hosts (vLLM's documented layout; C(auto) picks exactly that).
+      - Each host gets its own command line in RV(instances[].nodes) - C(--nnodes), C(--node-rank),
+        C(--master-addr), C(--master-port); ranks above 0 are C(--headless).
+      - Refused where vLLM would refuse or the layout cannot work - hosts not dividing TP x PP, more ranks per host
+        than GPUs, MIG enabled, no O(master_addr), several instances.
+    type: int
+    default: 1
+  master_addr:
+    description: With O(nodes) > 1, the head host's address (node rank 0) on the network the group uses (C(--master-addr)).
+    type: str
+  master_port:
+    description: With O(nodes) > 1, the port the head listens on for the other hosts (C(--master-port), vLLM's default 29501).
+    type: int
+    default: 29501
   instances:
     description: Instances per host, or C(auto) to pack as many TP x PP groups as fit (NVLink islands first, inside NUMA nodes).
     type: raw
@@ -225,6 +243,8 @@ instances:
     - One entry per vLLM instance.
     - With O(platform=cpu) an instance has C(platform=cpu), no C(cuda_visible_devices), and C(environment)
       (C(VLLM_CPU_KVCACHE_SPACE)) for its unit.
+    - With O(nodes) > 1 the one instance also has C(nodes), a list of C({node_rank, headless, argv}) - the command
+      line of each host, rank 0 first; C(argv) is rank 0's.
   returned: success
   type: list
   elements: dict
@@ -311,6 +331,9 @@ ARGUMENT_SPEC = dict(
     yarn=dict(type="raw"),
     expected_prompt_tokens=dict(type="int", no_log=False),
     expected_concurrency=dict(type="int"),
+    nodes=dict(type="int", default=1),
+    master_addr=dict(type="str"),
+    master_port=dict(type="int", default=29501),
     served_model_name=dict(type="str"),
     host=dict(type="str", default="127.0.0.1"),
     port_base=dict(type="int", default=8000),

@@ -43,6 +43,11 @@ def test_example_inventory_plans_in_preflight(example, tmp_path, venv_bin, insta
     assert "Preflight passed" in out
     assert "GPU KV cache size" in out or "kv_cache_tokens" in out or "KV" in out
     assert f"vllm serve {model_dir}" in out, out[-4000:]
+    nodes = group_vars["gpufleet_serving"].get("nodes", 1)
+    if nodes > 1:  # one instance over several hosts: a command per host, rank 0 first, the others headless
+        for rank in range(nodes):
+            assert f"--node-rank {rank} --master-addr" in out, out[-4000:]
+        assert "node 1 (headless):" in out and "--headless" in out
 
 
 def test_preflight_reports_plan_errors(tmp_path, venv_bin, installed_collection):

@@ -20,7 +20,7 @@ import yaml
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "model-configs")
-EXAMPLES = ("rtx4090x4", "a100x2", "h200x8", "h100x4")
+EXAMPLES = ("rtx4090x4", "a100x2", "h200x8", "h100x4", "h200x8x2")
 
 pytestmark = pytest.mark.skipif(os.environ.get("GPUFLEET_SKIP_VLLM") == "1", reason="GPUFLEET_SKIP_VLLM=1")
 
@@ -79,8 +79,10 @@ def test_examples_plan_and_pass_real_parser(collection_path, vllm_python, tmp_pa
         assert errors == [], (name, errors)
         assert result["instances"], name
         for inst in result["instances"]:
-            argvs.append(inst["argv"])
-            expect.append((name, gv["gpufleet_serving"]["max_model_len"], result["capacity"]["block_size"]))
+            # a multi-host instance: every host's command line (node 0 serves, the others are --headless)
+            for argv in [n["argv"] for n in inst.get("nodes") or []] or [inst["argv"]]:
+                argvs.append(argv)
+                expect.append((name, gv["gpufleet_serving"]["max_model_len"], result["capacity"]["block_size"]))
     report = check(vllm_python, argvs)
     assert report["version"] == "0.33.0"
     for (name, max_len, block), res in zip(expect, report["results"]):

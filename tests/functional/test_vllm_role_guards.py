@@ -152,3 +152,13 @@ def test_served_name_specifiers_escaped(units):
     unit = units[-1]
     assert "Description=vLLM OpenAI-compatible server, instance m-0 (m%%n)" in unit
     assert "X-GpufleetVllmServedModelName=m%%n" in unit
+
+
+@pytest.mark.parametrize("profile, instances, ok", [
+    ({"model": "/m"}, [], True),
+    ({"model": "/m", "nodes": 1}, [], True),
+    ({"model": "/m", "nodes": 2}, [], False),   # a group over hosts is planned, not deployed, by this role
+    ({"model": "/m", "nodes": 2}, [GOOD], True),  # explicit instances: the profile is not used
+])
+def test_multi_host_profile_is_refused_by_the_role(profile, instances, ok):
+    assert holds("plan.yml", "Refuse to deploy a multi-host instance", vllm_profile=profile, vllm_instances=instances) is ok
