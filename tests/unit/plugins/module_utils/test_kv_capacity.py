@@ -56,7 +56,7 @@ CASES = [
           compute_capability="12.0", vllm_version="0.24.0"),
      dict(block_size=2096, mamba_page_bytes=2146304, page_size_bytes=2146304, attention_groups=1, linear_groups=3,
           bytes_per_block=21463040, num_blocks=300, blocks_per_request=69,
-          log_line="GPU KV cache size: 569,878 tokens, Maximum concurrency for 131,072 tokens per request: 4.35x"),
+          log_line="GPU KV cache size: 569,878 tokens\nMaximum concurrency for 131,072 tokens per request: 4.35x"),  # 0.24: two lines
      "noonghunna/club-3090#652: vLLM v0.24.0, RTX 5090, 6.01 GiB, fp8 KV, prefix caching, 131072"),
     ("qwen3.6-35b-a3b-sm120-v0.33", "Qwen__Qwen3.6-35B-A3B.config.json", {},
      dict(tp=1, kv_cache_dtype="fp8", available_bytes=int(6.01 * GIB), max_model_len=131072,
@@ -70,7 +70,7 @@ CASES = [
           num_speculative_tokens=3, speculative_method="mtp", compute_capability="8.6", vllm_version="0.24.0"),
      dict(block_size=1600, mamba_page_bytes=1634304, page_size_bytes=1638400, bytes_per_block=17 * 1638400,
           blocks_per_request=179, num_blocks=426,
-          log_line="GPU KV cache size: 623,873 tokens, Maximum concurrency for 262,144 tokens per request: 2.38x"),
+          log_line="GPU KV cache size: 623,873 tokens\nMaximum concurrency for 262,144 tokens per request: 2.38x"),  # 0.24: two lines
      "noonghunna/club-3090#642: vLLM v0.24.0, 2x RTX 3090, TP2, MTP 3, fp8_e5m2, 11.05 GiB (rounded: 425..426 "
      "blocks; the logged 623,873 pins 426); 1600-token block also in issues #294/#295 (179 blocks/request)"),
     ("qwen3.6-27b-mtp3-tp2-sm86-v0.33", "Qwen__Qwen3.6-27B.config.json", {"dtype_bytes": 2},
