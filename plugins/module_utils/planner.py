@@ -128,11 +128,8 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     hw = None
     if p.get("gpus"):
         hw = normalize_gpus(fam.expand_gpus(p["gpus"]))
-    nodes = int(p.get("nodes") or 1)
-    per_host = None
-    if nodes > 1:  # one instance over several identical hosts (gpus describes one of them)
-        tp, pp, per_host, nf = mn.group_shape(nodes, tp, pp, hw["count"] if hw else 0, None)
-        findings += nf + mn.mig_findings(hw["gpus"] if hw else []) + _multinode_option_findings(p)
+    nodes, tp, pp, per_host, nf = _group_over_hosts(p, tp, pp, hw)
+    findings += nf
     if tp == "auto":
         tp = _auto_tp(cfg, hw, weights_total, pp)
         findings.append(_f("info", "auto_tp", "tensor_parallel_size auto -> %d" % tp, "set it explicitly to pin it"))
@@ -246,28 +243,8 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
                            "set max_model_len <= %d, raise kv_cache_memory_bytes, or raise tensor_parallel_size" % cap["max_model_len_that_fits"]))
 
     # Offload and demand.
-    kv_transfer = None
-    ranks = tp * pp
-    host = None
-    off = p.get("cpu_offload_bytes")
-    if off:
-        kv_transfer = va.offload_transfer_config(off)
-        host = {"cpu_offload_bytes": int(off), "pinned_bytes_estimate": int(off * 1.9),
-                "dev_shm_bytes": int(off * 1.9), "memlock_bytes": int(off * 1.9)}
-        findings.append(_f("info", "offload_host_memory",
-                           "KV offload pins host memory: about %.1f GiB (1.9 x %.1f GiB) as shared memory" % (off * 1.9 / GIB, off / GIB),
-                           "size /dev/shm and the memlock limit for it (host_tuning role)"))
-    prompt = p.get("expected_prompt_tokens")
-    conc = p.get("expected_concurrency") or 1
-    if prompt and cap["kv_pool_tokens"] is not None:
-        need = kv.offload_needs(cap["kv_bytes_per_token_per_rank"], ranks, cap["kv_pool_tokens"], prompt, conc)
-        cap["offload"] = need
-        if need["tokens_beyond_gpu"] and (not off or off < need["cpu_bytes_to_use"]):
-            findings.append(_f("warning", "demand_exceeds_gpu_kv",
-                               "%d concurrent prompts of %d tokens need %d tokens of KV; the GPU pool holds %d"
-                               % (conc, prompt, prompt * conc, cap["kv_pool_tokens"]),
-                               "set cpu_offload_bytes >= %d (%.1f GiB, all ranks) or lower expected_concurrency"
-                               % (need["cpu_bytes_to_use"], need["cpu_bytes_to_use"] / GIB)))
+    kv_transfer, host, of = _offload_and_demand(p, cap, tp * pp)
+    findings += of
     cap["host_memory"] = host
 
     # Flags and parsers.
@@ -328,6 +305,42 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     result = {"instances": instances, "capacity": cap, "findings": findings}
     result["summary"] = summary(result, tp, pp)
     return result
+
+
+def _offload_and_demand(p, cap, ranks):
+    """KV offload to CPU (its transfer config, host memory) and whether the expected demand fits the GPU pool."""
+    findings = []
+    kv_transfer = None
+    host = None
+    off = p.get("cpu_offload_bytes")
+    if off:
+        kv_transfer = va.offload_transfer_config(off)
+        host = {"cpu_offload_bytes": int(off), "pinned_bytes_estimate": int(off * 1.9),
+                "dev_shm_bytes": int(off * 1.9), "memlock_bytes": int(off * 1.9)}
+        findings.append(_f("info", "offload_host_memory",
+                           "KV offload pins host memory: about %.1f GiB (1.9 x %.1f GiB) as shared memory" % (off * 1.9 / GIB, off / GIB),
+                           "size /dev/shm and the memlock limit for it (host_tuning role)"))
+    prompt = p.get("expected_prompt_tokens")
+    conc = p.get("expected_concurrency") or 1
+    if prompt and cap["kv_pool_tokens"] is not None:
+        need = kv.offload_needs(cap["kv_bytes_per_token_per_rank"], ranks, cap["kv_pool_tokens"], prompt, conc)
+        cap["offload"] = need
+        if need["tokens_beyond_gpu"] and (not off or off < need["cpu_bytes_to_use"]):
+            findings.append(_f("warning", "demand_exceeds_gpu_kv",
+                               "%d concurrent prompts of %d tokens need %d tokens of KV; the GPU pool holds %d"
+                               % (conc, prompt, prompt * conc, cap["kv_pool_tokens"]),
+                               "set cpu_offload_bytes >= %d (%.1f GiB, all ranks) or lower expected_concurrency"
+                               % (need["cpu_bytes_to_use"], need["cpu_bytes_to_use"] / GIB)))
+    return kv_transfer, host, findings
+
+
+def _group_over_hosts(p, tp, pp, hw):
+    """nodes > 1: one instance over several identical hosts (gpus describes one of them); multinode.py."""
+    nodes = int(p.get("nodes") or 1)
+    if nodes <= 1:
+        return nodes, tp, pp, None, []
+    tp, pp, per_host, findings = mn.group_shape(nodes, tp, pp, hw["count"] if hw else 0, None)
+    return nodes, tp, pp, per_host, findings + mn.mig_findings(hw["gpus"] if hw else []) + _multinode_option_findings(p)
 
 
 def _multinode_option_findings(p):

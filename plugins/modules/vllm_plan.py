@@ -77,7 +77,7 @@ options:
       - Hosts one instance spans (vLLM's own multi-node launch, C(--nnodes); no Ray). O(gpus) then describes one
         host; all hosts must be alike (the roles check it). Set O(tensor_parallel_size) to the GPUs per host and
         O(pipeline_parallel_size) to the hosts (vLLM's documented layout; C(auto) picks exactly that).
-      - Each host gets its own command line in RV(instances[].nodes) - C(--nnodes), C(--node-rank),
+      - Each host gets its own command line in C(nodes) of the one entry of RV(instances) - C(--nnodes), C(--node-rank),
         C(--master-addr), C(--master-port); ranks above 0 are C(--headless).
       - Refused where vLLM would refuse or the layout cannot work - hosts not dividing TP x PP, more ranks per host
         than GPUs, MIG enabled, no O(master_addr), several instances.

@@ -28,7 +28,7 @@ LONG_FUNCTIONS_TO_SPLIT = {
     "plugins/module_utils/model_config.py:parse_config": 77,
     "plugins/module_utils/nvidia_smi.py:parse_query_xml": 64,
     "plugins/module_utils/placement.py:place": 70,
-    "plugins/module_utils/planner.py:build_plan": 211,
+    "plugins/module_utils/planner.py:build_plan": 197,
     "plugins/module_utils/weights/fetch.py:fetch_to_temp": 65,
 }
 
