@@ -34,11 +34,13 @@ if ! podman image exists "$base" || [ "${1:-}" = "--force" ]; then
 fi
 
 # Derived image: the packages every scenario needs, installed once here instead of per scenario.
+# g++ and python3-dev are what the vllm role installs for the CPU build (vllm_cpu_system_packages): baked
+# in, the real-engine hosts (vllm_serve, both multinode hosts, the demo) skip an apt refresh + install each.
 ctx=$(mktemp -d "$BUILD/ctx.XXXXXX")
 cat > "$ctx/Containerfile" <<CF
 FROM $base
 RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      python3-apt python3-venv python3-pip numactl curl xfsprogs e2fsprogs util-linux kmod \
+      python3-apt python3-venv python3-pip numactl curl xfsprogs e2fsprogs util-linux kmod g++ python3-dev \
     && apt-get clean && rm -rf /var/lib/apt/lists/*
 CMD ["/sbin/init"]
 STOPSIGNAL SIGRTMIN+3

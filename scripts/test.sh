@@ -68,7 +68,7 @@ run_scenarios() {
   # 977 (with monitoring), fleet 777, vllm_lifecycle 519, model_storage 171, nginx 144, mig 93,
   # gpu_preflight 65, model_weights 65): each free lane takes the longest scenario left, so the two
   # lanes end close together. A scenario not listed runs last.
-  local longest_first="vllm_serve fleet vllm_lifecycle model_storage nginx mig gpu_preflight model_weights"
+  local longest_first="vllm_serve multinode fleet vllm_lifecycle model_storage nginx mig gpu_preflight model_weights"
   declare -a order=()
   [ -f "$ROOT/extensions/molecule/host_tuning/molecule.yml" ] && order+=(host_tuning)
   for scenario in $longest_first; do

@@ -126,57 +126,73 @@ def _cc_tuple(cc):
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
+def _smi_affinity(topo, idx, errors):
+    """GPU ``idx``'s CPU list from ``topo -m`` (None, with the reason in ``errors``, when absent)."""
+    aff = topo.get("affinity", {}).get(str(idx))
+    if aff is None:
+        errors["cpu_affinity"] = "not in nvidia-smi topo -m output"
+        return None
+    return parse_cpu_list(aff.get("cpu_affinity"))
+
+
+def _smi_mig(g, cc):
+    """NVML-shaped ``mig`` from one parsed ``<gpu>``: modes, whether the card can do MIG, its instances."""
+    return {
+        "current": g["mig"]["current"],
+        "pending": g["mig"]["pending"],
+        "supported": mig_capable(g.get("product_name"), _cc_tuple(cc), g["mig"]["current"] is not None),
+        "devices": [{
+            "index": d.get("index"),
+            "gpu_instance_id": d.get("gpu_instance_id"),
+            "compute_instance_id": d.get("compute_instance_id"),
+            "memory_bytes": d["memory_total_mib"] * MIB if d.get("memory_total_mib") is not None else None,
+            "uuid": d.get("uuid"),
+        } for d in g.get("mig_devices", [])],
+    }
+
+
+def _smi_fabric(g):
+    state = _fabric_word(g.get("fabric_state"))
+    return {"state": state, "status": _fabric_word(g.get("fabric_status"))} if state else None
+
+
+def _smi_gpu(idx, g, topo, compute_caps, sysfs, nvlinks):
+    """One GPU's facts, NVML-shaped, from its parsed ``<gpu>`` and the other nvidia-smi readings."""
+    bus = canonical_pci_bus_id(g.get("pci_bus_id"))
+    errors = {}
+    cpus = _smi_affinity(topo, idx, errors)
+    cc = compute_caps.get(bus)
+    if cc is None:
+        errors["compute_capability"] = "not reported by nvidia-smi --query-gpu=compute_cap"
+    mib = g.get("memory_total_mib")
+    gpu = {
+        "index": idx,
+        "name": g.get("product_name"),
+        "uuid": g.get("uuid"),
+        "minor_number": g.get("minor_number"),
+        "pci_bus_id": bus,
+        "memory_total_bytes": mib * MIB if mib is not None else None,
+        "compute_capability": cc,
+        "persistence_mode": g.get("persistence_mode"),
+        "ecc_mode": ({"current": g.get("ecc_current"), "pending": g.get("ecc_pending")}
+                     if g.get("ecc_current") is not None else None),
+        "power_limit_watts": g.get("power_limit_watts"),
+        "mig": _smi_mig(g, cc),
+        "numa_node": _numa(sysfs, bus),
+        "cpu_affinity": cpus,
+        "nvlinks": nvlinks.get(idx, []) if nvlinks is not None else None,
+        "fabric": _smi_fabric(g),
+        "errors": errors,
+    }
+    return _gpu_common(gpu)
+
+
 def facts_from_smi(query, topo=None, compute_caps=None, sysfs=None, nvlinks=None):
     """Facts from ``parse_query_xml``, ``parse_topology`` and ``parse_compute_cap_csv`` results;
     ``nvlinks`` is ``smi_nvlinks``' result (None: ``nvidia-smi nvlink`` could not be read)."""
     compute_caps = dict((canonical_pci_bus_id(k), v) for k, v in (compute_caps or {}).items())
     topo = topo or {"links": {}, "affinity": {}}
-    gpus = []
-    for idx, g in enumerate(query["gpus"]):
-        bus = canonical_pci_bus_id(g.get("pci_bus_id"))
-        aff = topo.get("affinity", {}).get(str(idx))
-        errors = {}
-        cpus = None
-        if aff is not None:
-            cpus = parse_cpu_list(aff.get("cpu_affinity"))
-        else:
-            errors["cpu_affinity"] = "not in nvidia-smi topo -m output"
-        cc = compute_caps.get(bus)
-        if cc is None:
-            errors["compute_capability"] = "not reported by nvidia-smi --query-gpu=compute_cap"
-        mib = g.get("memory_total_mib")
-        gpu = {
-            "index": idx,
-            "name": g.get("product_name"),
-            "uuid": g.get("uuid"),
-            "minor_number": g.get("minor_number"),
-            "pci_bus_id": bus,
-            "memory_total_bytes": mib * MIB if mib is not None else None,
-            "compute_capability": cc,
-            "persistence_mode": g.get("persistence_mode"),
-            "ecc_mode": ({"current": g.get("ecc_current"), "pending": g.get("ecc_pending")}
-                         if g.get("ecc_current") is not None else None),
-            "power_limit_watts": g.get("power_limit_watts"),
-            "mig": {
-                "current": g["mig"]["current"],
-                "pending": g["mig"]["pending"],
-                "supported": mig_capable(g.get("product_name"), _cc_tuple(cc), g["mig"]["current"] is not None),
-                "devices": [{
-                    "index": d.get("index"),
-                    "gpu_instance_id": d.get("gpu_instance_id"),
-                    "compute_instance_id": d.get("compute_instance_id"),
-                    "memory_bytes": d["memory_total_mib"] * MIB if d.get("memory_total_mib") is not None else None,
-                    "uuid": d.get("uuid"),
-                } for d in g.get("mig_devices", [])],
-            },
-            "numa_node": _numa(sysfs, bus),
-            "cpu_affinity": cpus,
-            "nvlinks": nvlinks.get(idx, []) if nvlinks is not None else None,
-            "fabric": ({"state": _fabric_word(g.get("fabric_state")), "status": _fabric_word(g.get("fabric_status"))}
-                       if _fabric_word(g.get("fabric_state")) else None),
-            "errors": errors,
-        }
-        gpus.append(_gpu_common(gpu))
+    gpus = [_smi_gpu(idx, g, topo, compute_caps, sysfs, nvlinks) for idx, g in enumerate(query["gpus"])]
     facts = {
         "backend": "nvidia-smi",
         "driver_version": query.get("driver_version"),

@@ -54,6 +54,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+from collections import namedtuple
 
 GIB = 1024 ** 3
 
@@ -240,6 +241,171 @@ def fit_memory(version, available_bytes, bytes_per_block):
     return available_bytes
 
 
+# The checked inputs of one size_kv_cache call, read by each of its steps.
+_Sizing = namedtuple("_Sizing", [
+    "version", "cpu", "cc", "tp", "pp", "max_model_len", "num_spec", "mtp", "kv_bytes", "per_tok_layer",
+    "block_size", "prefix_caching", "available_bytes", "cp_size",
+])
+# Block size, page and the mamba side of it (mamba_* are None / 0 / "none" for models without linear layers).
+_Layout = namedtuple("_Layout", "block_size page_bytes mamba_page_bytes mamba_blocks_per_request mamba_mode")
+# KV cache groups of the last PP stage, and the bytes per block of the most loaded stage.
+_Groups = namedtuple("_Groups", "attention linear bytes_per_block blocks_per_request")
+
+
+def _checked_platform(cfg, platform):
+    """True for the CPU platform; refuses platforms and models the arithmetic does not cover."""
+    if platform not in PLATFORMS:
+        raise CapacityError("platform %r is not one the planner sizes: use cuda or cpu" % (platform,))
+    cpu = platform == "cpu"
+    if cpu and cfg.get("linear"):
+        raise CapacityError("hybrid (linear-attention) models are not sized for platform cpu: plan them for cuda")
+    return cpu
+
+
+def _checked_max_model_len(cfg, max_model_len):
+    if max_model_len is None:
+        max_model_len = cfg.get("max_position_embeddings")
+    if not max_model_len or max_model_len < 1:
+        raise CapacityError("max_model_len must be a positive integer")
+    return max_model_len
+
+
+def _check_tp_divides_heads(cfg, tp):
+    if cfg["num_attention_heads"] % tp:
+        raise CapacityError(
+            "tensor_parallel_size %d does not divide num_attention_heads %d: use a divisor of %d"
+            % (tp, cfg["num_attention_heads"], cfg["num_attention_heads"])
+        )
+
+
+def _layers_per_stage(cfg, pp, mtp):
+    """(full-attention, linear) layers per PP stage; MTP draft attention layers go to the last stage."""
+    stages = pp_partition(cfg["num_layers"], pp)
+    if cfg.get("linear"):
+        frac_full = cfg["full_attention_layers"] / float(cfg["num_layers"])
+        full_per_stage = [int(round(s * frac_full)) for s in stages]
+        lin_per_stage = [s - f for s, f in zip(stages, full_per_stage)]
+    else:
+        full_per_stage = list(stages)
+        lin_per_stage = [0] * pp
+    full_per_stage[-1] += mtp
+    return full_per_stage, lin_per_stage
+
+
+def _base_block_size(cfg, s, rules):
+    """(block size before hybrid alignment, kernel block alignment)."""
+    phase1 = s.block_size or 16
+    align = kernel_block_alignment(cfg, s.cc)
+    if s.cpu:
+        phase1 = align = cpu_block_size(cfg, s.block_size)
+        rules.append("CPU platform: block size %d, KV memory from VLLM_CPU_KVCACHE_SPACE" % phase1)
+    elif not s.block_size:
+        phase1 = max(16, align)
+    return phase1, align
+
+
+def _hybrid_layout(cfg, s, phase1, align, rules):
+    """Raise the block size until one attention page holds a mamba page; mamba blocks per request."""
+    mode = "align" if s.prefix_caching else "none"
+    mamba_page = mamba_page_bytes(cfg, s.tp, s.num_spec)
+    kalign = max(align, phase1)
+    checkpoint = False
+    if mode == "align" and flashinfer_gdn_prefill(cfg, s.cc, s.version):
+        checkpoint = True
+        kalign = lcm(kalign, 64)
+        rules.append("FlashInfer GDN prefill (vLLM >= 0.33 on SM%d%d): block aligned to 64, +1 checkpoint block per linear group" % s.cc)
+    attn_block = kalign * cdiv(mamba_page, kalign * s.per_tok_layer)
+    attn_block = align * cdiv(attn_block, align)
+    final_block = max(phase1, attn_block)
+    rules.append(
+        "hybrid alignment: block %d tokens so the attention page (%d B) >= mamba page (%d B)"
+        % (final_block, final_block * s.per_tok_layer, mamba_page)
+    )
+    if mode == "align":
+        mamba_blocks_per_req = 2 + s.num_spec + (1 if checkpoint else 0)
+    else:
+        mamba_blocks_per_req = 1 + s.num_spec
+    return _Layout(final_block, final_block * s.per_tok_layer, mamba_page, mamba_blocks_per_req, mode)
+
+
+def _layout(cfg, s, rules):
+    phase1, align = _base_block_size(cfg, s, rules)
+    if cfg.get("linear"):
+        return _hybrid_layout(cfg, s, phase1, align, rules)
+    return _Layout(phase1, phase1 * s.per_tok_layer, None, 0, "none")
+
+
+def _group_stages(full_per_stage, lin_per_stage, layout, max_model_len):
+    """Groups per stage; the largest bytes per block wins, as the minimum num_blocks over ranks does."""
+    stage_plans = []
+    for nf, nl in zip(full_per_stage, lin_per_stage):
+        n_attn, n_lin, widest = _groups(nf, nl)
+        stage_plans.append((n_attn, n_lin, widest * layout.page_bytes))
+    n_attn, n_lin = stage_plans[-1][0], stage_plans[-1][1]
+    bytes_per_block = max(p[2] for p in stage_plans)
+    attn_blocks_per_req = cdiv(max_model_len, layout.block_size)
+    blocks_per_req = n_attn * attn_blocks_per_req + n_lin * layout.mamba_blocks_per_request
+    return _Groups(n_attn, n_lin, bytes_per_block, blocks_per_req)
+
+
+def _shape_figures(cfg, s, layout, groups, heads_per_rank, kv_per_token_rank, rules):
+    """The figures that need no KV memory; the memory-dependent ones start as None."""
+    hybrid = bool(cfg.get("linear"))
+    return {
+        "vllm_version": ".".join(str(x) for x in s.version),
+        "exact": s.pp == 1 or not hybrid,
+        "block_size": layout.block_size,
+        "kv_heads_per_rank": heads_per_rank,
+        "kv_heads_replicated": (not cfg.get("mla")) and s.tp > cfg["num_kv_heads"],
+        "kv_dtype_bytes": s.kv_bytes,
+        "kv_bytes_per_token_per_layer": s.per_tok_layer,
+        "kv_bytes_per_token_per_rank": kv_per_token_rank,
+        "kv_bytes_per_token_tp1": (cfg["full_attention_layers"] + s.mtp) * attn_bytes_per_token_layer(cfg, 1, s.kv_bytes)[0],
+        "page_size_bytes": layout.page_bytes,
+        "bytes_per_block": groups.bytes_per_block,
+        "attention_groups": groups.attention,
+        "linear_groups": groups.linear,
+        "mamba_page_bytes": layout.mamba_page_bytes,
+        "mamba_cache_mode": layout.mamba_mode if hybrid else None,
+        "blocks_per_request": groups.blocks_per_request,
+        "max_model_len": s.max_model_len,
+        "available_kv_bytes": s.available_bytes,
+        "num_blocks": None,
+        "kv_cache_tokens": None,
+        "kv_pool_tokens": None,
+        "max_concurrency": None,
+        "fits": None,
+        "max_model_len_that_fits": None,
+        "kv_bytes_needed_per_request": groups.blocks_per_request * groups.bytes_per_block,
+        "log_line": None,
+        "rules": rules,
+    }
+
+
+def _pool_figures(s, layout, groups):
+    """The figures that need the KV memory: blocks, the logged tokens, concurrency, the one-request fit."""
+    num_blocks = int(s.available_bytes) // groups.bytes_per_block
+    concurrency = num_blocks / float(groups.blocks_per_request)
+    tokens = logged_tokens(s.version, num_blocks, concurrency, s.max_model_len, groups.attention + groups.linear,
+                           layout.block_size, s.cp_size)
+    usable = fit_memory(s.version, int(s.available_bytes), groups.bytes_per_block)
+    fits = usable >= groups.blocks_per_request * groups.bytes_per_block
+    if fits:
+        fitting_len = s.max_model_len
+    else:
+        fitting_len = max_len_that_fits(usable, groups.bytes_per_block, layout.block_size, groups.attention,
+                                        groups.linear * layout.mamba_blocks_per_request, s.max_model_len)
+    return {
+        "num_blocks": num_blocks,
+        "kv_cache_tokens": tokens,
+        "kv_pool_tokens": num_blocks * layout.block_size,
+        "max_concurrency": round(concurrency, 4),
+        "fits": fits,
+        "max_model_len_that_fits": fitting_len,
+        "log_line": log_text(s.version, tokens, s.max_model_len, concurrency, s.cpu),
+    }
+
+
 def size_kv_cache(cfg, tp=1, pp=1, kv_cache_dtype="auto", available_bytes=None, max_model_len=None,
                   enable_prefix_caching=True, num_speculative_tokens=0, speculative_method=None,
                   compute_capability=None, vllm_version="0.33.0", block_size=None, context_parallel_size=1,
@@ -252,136 +418,25 @@ def size_kv_cache(cfg, tp=1, pp=1, kv_cache_dtype="auto", available_bytes=None, 
     Returns a dict; see the RETURN block of gpufleet.vllm.vllm_plan for the keys.
     """
     version = parse_version(vllm_version)
-    if platform not in PLATFORMS:
-        raise CapacityError("platform %r is not one the planner sizes: use cuda or cpu" % (platform,))
-    cpu = platform == "cpu"
-    if cpu and cfg.get("linear"):
-        raise CapacityError("hybrid (linear-attention) models are not sized for platform cpu: plan them for cuda")
+    cpu = _checked_platform(cfg, platform)
     cc = None if cpu else parse_cc(compute_capability)
-    if max_model_len is None:
-        max_model_len = cfg.get("max_position_embeddings")
-    if not max_model_len or max_model_len < 1:
-        raise CapacityError("max_model_len must be a positive integer")
-    if cfg["num_attention_heads"] % tp:
-        raise CapacityError(
-            "tensor_parallel_size %d does not divide num_attention_heads %d: use a divisor of %d"
-            % (tp, cfg["num_attention_heads"], cfg["num_attention_heads"])
-        )
+    max_model_len = _checked_max_model_len(cfg, max_model_len)
+    _check_tp_divides_heads(cfg, tp)
     num_spec = int(num_speculative_tokens or 0) if speculative_method or num_speculative_tokens else 0
     kv_bytes = kv_dtype_bytes(kv_cache_dtype, cfg["dtype_bytes"])
     per_tok_layer, heads_per_rank = attn_bytes_per_token_layer(cfg, tp, kv_bytes)
-    rules = []
-    hybrid = bool(cfg.get("linear"))
     mtp = cfg.get("mtp_layers", 0) if (num_spec and (speculative_method or "mtp") == "mtp") else 0
-
-    # Full-attention layers on the most loaded rank (PP stage), plus MTP draft layers (last stage).
-    stages = pp_partition(cfg["num_layers"], pp)
-    if hybrid:
-        frac_full = cfg["full_attention_layers"] / float(cfg["num_layers"])
-        full_per_stage = [int(round(s * frac_full)) for s in stages]
-        lin_per_stage = [s - f for s, f in zip(stages, full_per_stage)]
-    else:
-        full_per_stage = list(stages)
-        lin_per_stage = [0] * pp
-    full_per_stage[-1] += mtp
+    s = _Sizing(version, cpu, cc, tp, pp, max_model_len, num_spec, mtp, kv_bytes, per_tok_layer,
+                block_size, enable_prefix_caching, available_bytes, context_parallel_size)
+    rules = []
+    full_per_stage, lin_per_stage = _layers_per_stage(cfg, pp, mtp)
     if mtp:
         rules.append("MTP: %d draft attention layer(s) share the target's KV pool" % mtp)
-
-    phase1 = block_size or 16
-    align = kernel_block_alignment(cfg, cc)
-    if cpu:
-        phase1 = align = cpu_block_size(cfg, block_size)
-        rules.append("CPU platform: block size %d, KV memory from VLLM_CPU_KVCACHE_SPACE" % phase1)
-    elif not block_size:
-        phase1 = max(16, align)
-    mamba_page = None
-    mamba_blocks_per_req = 0
-    mode = "none"
-    checkpoint = False
-    if hybrid:
-        mode = "align" if enable_prefix_caching else "none"
-        mamba_page = mamba_page_bytes(cfg, tp, num_spec)
-        kalign = max(align, phase1)
-        if mode == "align" and flashinfer_gdn_prefill(cfg, cc, version):
-            checkpoint = True
-            kalign = lcm(kalign, 64)
-            rules.append("FlashInfer GDN prefill (vLLM >= 0.33 on SM%d%d): block aligned to 64, +1 checkpoint block per linear group" % cc)
-        attn_block = kalign * cdiv(mamba_page, kalign * per_tok_layer)
-        attn_block = align * cdiv(attn_block, align)
-        final_block = max(phase1, attn_block)
-        rules.append(
-            "hybrid alignment: block %d tokens so the attention page (%d B) >= mamba page (%d B)"
-            % (final_block, final_block * per_tok_layer, mamba_page)
-        )
-        if mode == "align":
-            mamba_blocks_per_req = 2 + num_spec + (1 if checkpoint else 0)
-        else:
-            mamba_blocks_per_req = 1 + num_spec
-    else:
-        final_block = phase1
-    page = final_block * per_tok_layer
-
-    # Per stage: groups and bytes per block; the minimum num_blocks over ranks wins.
-    stage_plans = []
-    for nf, nl in zip(full_per_stage, lin_per_stage):
-        n_attn, n_lin, widest = _groups(nf, nl)
-        stage_plans.append((n_attn, n_lin, widest * page))
-    n_attn, n_lin = stage_plans[-1][0], stage_plans[-1][1]
-    bytes_per_block = max(p[2] for p in stage_plans)
-    attn_blocks_per_req = cdiv(max_model_len, final_block)
-    blocks_per_req = n_attn * attn_blocks_per_req + n_lin * mamba_blocks_per_req
-
-    kv_per_token_rank = max(full_per_stage) * per_tok_layer
-    out = {
-        "vllm_version": ".".join(str(x) for x in version),
-        "exact": pp == 1 or not hybrid,
-        "block_size": final_block,
-        "kv_heads_per_rank": heads_per_rank,
-        "kv_heads_replicated": (not cfg.get("mla")) and tp > cfg["num_kv_heads"],
-        "kv_dtype_bytes": kv_bytes,
-        "kv_bytes_per_token_per_layer": per_tok_layer,
-        "kv_bytes_per_token_per_rank": kv_per_token_rank,
-        "kv_bytes_per_token_tp1": (cfg["full_attention_layers"] + mtp) * attn_bytes_per_token_layer(cfg, 1, kv_bytes)[0],
-        "page_size_bytes": page,
-        "bytes_per_block": bytes_per_block,
-        "attention_groups": n_attn,
-        "linear_groups": n_lin,
-        "mamba_page_bytes": mamba_page,
-        "mamba_cache_mode": mode if hybrid else None,
-        "blocks_per_request": blocks_per_req,
-        "max_model_len": max_model_len,
-        "available_kv_bytes": available_bytes,
-        "num_blocks": None,
-        "kv_cache_tokens": None,
-        "kv_pool_tokens": None,
-        "max_concurrency": None,
-        "fits": None,
-        "max_model_len_that_fits": None,
-        "kv_bytes_needed_per_request": blocks_per_req * bytes_per_block,
-        "log_line": None,
-        "rules": rules,
-    }
-    if available_bytes is None:
-        return out
-    num_blocks = int(available_bytes) // bytes_per_block
-    concurrency = num_blocks / float(blocks_per_req)
-    tokens = logged_tokens(version, num_blocks, concurrency, max_model_len, n_attn + n_lin, final_block,
-                           context_parallel_size)
-    usable = fit_memory(version, int(available_bytes), bytes_per_block)
-    fits = usable >= blocks_per_req * bytes_per_block
-    out.update({
-        "num_blocks": num_blocks,
-        "kv_cache_tokens": tokens,
-        "kv_pool_tokens": num_blocks * final_block,
-        "max_concurrency": round(concurrency, 4),
-        "fits": fits,
-        "log_line": log_text(version, tokens, max_model_len, concurrency, cpu),
-    })
-    if not fits:
-        out["max_model_len_that_fits"] = max_len_that_fits(
-            usable, bytes_per_block, final_block, n_attn, n_lin * mamba_blocks_per_req, max_model_len)
-    else:
-        out["max_model_len_that_fits"] = max_model_len
+    layout = _layout(cfg, s, rules)
+    groups = _group_stages(full_per_stage, lin_per_stage, layout, max_model_len)
+    out = _shape_figures(cfg, s, layout, groups, heads_per_rank, max(full_per_stage) * per_tok_layer, rules)
+    if available_bytes is not None:
+        out.update(_pool_figures(s, layout, groups))
     return out
 
 

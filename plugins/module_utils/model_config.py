@@ -69,6 +69,55 @@ def _layer_kinds(text, num_layers):
     return None
 
 
+def _require_decoder_keys(text):
+    missing = [k for k in ("num_hidden_layers", "num_attention_heads") if k not in text]
+    if missing:
+        raise ModelConfigError(
+            "config.json lacks %s: point `model` at a Hugging Face decoder model directory" % ", ".join(missing)
+        )
+
+
+def _head_dim(text, num_heads, hidden):
+    """head_dim as config.json gives it, else hidden_size // num_attention_heads."""
+    head_dim = _first(text, "head_dim")
+    if head_dim is None:
+        if not hidden:
+            raise ModelConfigError("config.json has neither head_dim nor hidden_size")
+        head_dim = hidden // num_heads
+    return head_dim
+
+
+def _dtype(text, config):
+    """The checkpoint dtype's name without "torch." (the text config's, else the top level's, else bfloat16)."""
+    dtype = str(_first(text, "dtype", "torch_dtype", default=_first(config, "dtype", "torch_dtype", default="bfloat16")))
+    return dtype.replace("torch.", "")
+
+
+def _hybrid_figures(text, kinds, dtype):
+    """Layer counts by kind and the linear-attention (Gated DeltaNet) shapes of a hybrid model."""
+    ssm_dtype = str(_first(text, "mamba_ssm_dtype", default=dtype)).replace("torch.", "")
+    return {
+        "full_attention_layers": kinds.count("full"),
+        "linear_attention_layers": kinds.count("linear"),
+        "linear": {
+            "num_k_heads": int(text["linear_num_key_heads"]),
+            "num_v_heads": int(text["linear_num_value_heads"]),
+            "k_head_dim": int(text["linear_key_head_dim"]),
+            "v_head_dim": int(text["linear_value_head_dim"]),
+            "conv_kernel": int(text["linear_conv_kernel_dim"]),
+            "ssm_dtype": ssm_dtype,
+            "ssm_dtype_bytes": DTYPE_BYTES.get(ssm_dtype, 4),
+        },
+    }
+
+
+def _mla_figures(text):
+    return {
+        "kv_lora_rank": int(text["kv_lora_rank"]),
+        "qk_rope_head_dim": int(text["qk_rope_head_dim"]),
+    }
+
+
 def parse_config(config):
     """Return a dict of the figures the planner uses from a config.json mapping.
 
@@ -79,29 +128,18 @@ def parse_config(config):
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
     architectures = config.get("architectures") or text.get("architectures") or []
     model_type = text.get("model_type") or config.get("model_type") or ""
-    missing = [k for k in ("num_hidden_layers", "num_attention_heads") if k not in text]
-    if missing:
-        raise ModelConfigError(
-            "config.json lacks %s: point `model` at a Hugging Face decoder model directory" % ", ".join(missing)
-        )
+    _require_decoder_keys(text)
     num_layers = int(text["num_hidden_layers"])
     num_heads = int(text["num_attention_heads"])
     num_kv_heads = int(_first(text, "num_key_value_heads", default=num_heads))
     hidden = int(_first(text, "hidden_size", default=0))
-    head_dim = _first(text, "head_dim")
-    if head_dim is None:
-        if not hidden:
-            raise ModelConfigError("config.json has neither head_dim nor hidden_size")
-        head_dim = hidden // num_heads
-    dtype = str(_first(text, "dtype", "torch_dtype", default=_first(config, "dtype", "torch_dtype", default="bfloat16")))
-    dtype = dtype.replace("torch.", "")
+    head_dim = _head_dim(text, num_heads, hidden)
+    dtype = _dtype(text, config)
     theta, scaling = _rope(text, config)
     quant = config.get("quantization_config") or text.get("quantization_config") or None
     kinds = _layer_kinds(text, num_layers)
     use_mla = bool(text.get("kv_lora_rank")) and "qk_rope_head_dim" in text
     mtp_layers = int(_first(text, "mtp_num_hidden_layers", "num_nextn_predict_layers", default=0) or 0)
-    attention = "mla" if use_mla else ("hybrid" if kinds else "full")
-    is_moe = bool(_first(text, "num_experts", "n_routed_experts", "num_local_experts", default=0))
     out = {
         "architecture": architectures[0] if architectures else None,
         "model_type": model_type,
@@ -117,8 +155,8 @@ def parse_config(config):
         "max_position_embeddings": _first(text, "max_position_embeddings", default=_first(config, "max_position_embeddings")),
         "rope_theta": theta,
         "rope_scaling": scaling,
-        "attention": attention,
-        "is_moe": is_moe,
+        "attention": "mla" if use_mla else ("hybrid" if kinds else "full"),
+        "is_moe": bool(_first(text, "num_experts", "n_routed_experts", "num_local_experts", default=0)),
         "is_multimodal": "vision_config" in config,
         "mtp_layers": mtp_layers,
         "quantization": (quant or {}).get("quant_method") if isinstance(quant, dict) else None,
@@ -128,23 +166,9 @@ def parse_config(config):
         "mla": None,
     }
     if kinds:
-        out["full_attention_layers"] = kinds.count("full")
-        out["linear_attention_layers"] = kinds.count("linear")
-        ssm_dtype = str(_first(text, "mamba_ssm_dtype", default=dtype)).replace("torch.", "")
-        out["linear"] = {
-            "num_k_heads": int(text["linear_num_key_heads"]),
-            "num_v_heads": int(text["linear_num_value_heads"]),
-            "k_head_dim": int(text["linear_key_head_dim"]),
-            "v_head_dim": int(text["linear_value_head_dim"]),
-            "conv_kernel": int(text["linear_conv_kernel_dim"]),
-            "ssm_dtype": ssm_dtype,
-            "ssm_dtype_bytes": DTYPE_BYTES.get(ssm_dtype, 4),
-        }
+        out.update(_hybrid_figures(text, kinds, dtype))
     if use_mla:
-        out["mla"] = {
-            "kv_lora_rank": int(text["kv_lora_rank"]),
-            "qk_rope_head_dim": int(text["qk_rope_head_dim"]),
-        }
+        out["mla"] = _mla_figures(text)
     return out
 
 

@@ -115,6 +115,69 @@ def _strip_doctype(text):
     return text
 
 
+def _xml_root(text):
+    """The ``<nvidia_smi_log>`` element of ``text`` (bytes or str, any line ending, BOM and DOCTYPE dropped)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    text = _strip_doctype(text)
+    try:
+        root = ET.fromstring(text.strip().encode("utf-8"))
+    except ET.ParseError as exc:
+        raise NvidiaSmiParseError("nvidia-smi -q -x output is not valid XML: %s" % exc)
+    if root.tag != "nvidia_smi_log":
+        raise NvidiaSmiParseError("expected <nvidia_smi_log>, found <%s>" % root.tag)
+    return root
+
+
+def _processes(gpu):
+    processes = []
+    procs = gpu.find("processes")
+    if procs is not None:
+        for proc in procs.findall("process_info"):
+            processes.append({
+                "pid": _int(_text(proc, "pid")),
+                "type": _text(proc, "type"),
+                "name": _text(proc, "process_name"),
+                "used_memory_mib": _mib(_text(proc, "used_memory")),
+            })
+    return processes
+
+
+def _power_limit(gpu):
+    power = _text(gpu, "gpu_power_readings/current_power_limit")
+    if power is None:  # DTD <= v11 name
+        power = _text(gpu, "power_readings/power_limit") or _text(gpu, "power_readings/current_power_limit")
+    return _watts(power)
+
+
+def _gpu_from_xml(gpu):
+    """One ``<gpu>`` element as the dict ``parse_query_xml`` documents."""
+    pci_bus_id = gpu.get("id") or _text(gpu, "pci/pci_bus_id")
+    processes = _processes(gpu)
+    power_limit_watts = _power_limit(gpu)
+    return {
+        "product_name": _text(gpu, "product_name"),
+        "architecture": _text(gpu, "product_architecture"),
+        "pci_bus_id": pci_bus_id,
+        "uuid": _text(gpu, "uuid"),
+        "minor_number": _int(_text(gpu, "minor_number")),
+        "memory_total_mib": _mib(_text(gpu, "fb_memory_usage/total")),
+        "persistence_mode": _enabled(_text(gpu, "persistence_mode")),
+        "mig": {
+            "current": _mig_word(_text(gpu, "mig_mode/current_mig")),
+            "pending": _mig_word(_text(gpu, "mig_mode/pending_mig")),
+        },
+        "mig_devices": _mig_devices(gpu),
+        "ecc_current": _enabled(_text(gpu, "ecc_mode/current_ecc")),
+        "ecc_pending": _enabled(_text(gpu, "ecc_mode/pending_ecc")),
+        "power_limit_watts": power_limit_watts,
+        "fabric_state": _text(gpu, "fabric/state"),
+        "fabric_status": _text(gpu, "fabric/status"),
+        "processes": processes,
+    }
+
+
 def parse_query_xml(text):
     """Parse ``nvidia-smi -q -x``.
 
@@ -126,58 +189,12 @@ def parse_query_xml(text):
     (``ecc_current``, ``ecc_pending``, ``power_limit_watts``, ``architecture``,
     ``fabric_state``, ``fabric_status``, ``processes``).
     """
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
-    text = text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
-    text = _strip_doctype(text)
-    try:
-        root = ET.fromstring(text.strip().encode("utf-8"))
-    except ET.ParseError as exc:
-        raise NvidiaSmiParseError("nvidia-smi -q -x output is not valid XML: %s" % exc)
-    if root.tag != "nvidia_smi_log":
-        raise NvidiaSmiParseError("expected <nvidia_smi_log>, found <%s>" % root.tag)
-
-    gpus = []
-    for gpu in root.findall("gpu"):
-        pci_bus_id = gpu.get("id") or _text(gpu, "pci/pci_bus_id")
-        processes = []
-        procs = gpu.find("processes")
-        if procs is not None:
-            for proc in procs.findall("process_info"):
-                processes.append({
-                    "pid": _int(_text(proc, "pid")),
-                    "type": _text(proc, "type"),
-                    "name": _text(proc, "process_name"),
-                    "used_memory_mib": _mib(_text(proc, "used_memory")),
-                })
-        power = _text(gpu, "gpu_power_readings/current_power_limit")
-        if power is None:  # DTD <= v11 name
-            power = _text(gpu, "power_readings/power_limit") or _text(gpu, "power_readings/current_power_limit")
-        gpus.append({
-            "product_name": _text(gpu, "product_name"),
-            "architecture": _text(gpu, "product_architecture"),
-            "pci_bus_id": pci_bus_id,
-            "uuid": _text(gpu, "uuid"),
-            "minor_number": _int(_text(gpu, "minor_number")),
-            "memory_total_mib": _mib(_text(gpu, "fb_memory_usage/total")),
-            "persistence_mode": _enabled(_text(gpu, "persistence_mode")),
-            "mig": {
-                "current": _mig_word(_text(gpu, "mig_mode/current_mig")),
-                "pending": _mig_word(_text(gpu, "mig_mode/pending_mig")),
-            },
-            "mig_devices": _mig_devices(gpu),
-            "ecc_current": _enabled(_text(gpu, "ecc_mode/current_ecc")),
-            "ecc_pending": _enabled(_text(gpu, "ecc_mode/pending_ecc")),
-            "power_limit_watts": _watts(power),
-            "fabric_state": _text(gpu, "fabric/state"),
-            "fabric_status": _text(gpu, "fabric/status"),
-            "processes": processes,
-        })
+    root = _xml_root(text)
     return {
         "driver_version": _text(root, "driver_version"),
         "cuda_version": _text(root, "cuda_version"),
         "attached_gpus": _int(_text(root, "attached_gpus")),
-        "gpus": gpus,
+        "gpus": [_gpu_from_xml(gpu) for gpu in root.findall("gpu")],
     }
 
 

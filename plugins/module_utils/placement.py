@@ -67,21 +67,9 @@ def _numa_of(hw, indices):
     return nodes.pop() if len(nodes) == 1 else None
 
 
-def place(hw, size, instances="auto"):
-    """Return (groups, findings). Each group: {gpu_indices, numa_node, cpus, locality}.
-
-    locality: "nvlink" (inside one NVLink island and one NUMA node), "numa" (one NUMA node, PCIe),
-    "cross_numa" (spans NUMA nodes: all-reduce crosses the socket interconnect).
-    """
-    findings = []
-    all_idx = sorted(g["index"] for g in hw["gpus"])
-    if size > len(all_idx):
-        findings.append({
-            "level": "error", "code": "too_many_gpus",
-            "message": "one instance needs %d GPUs (tensor_parallel_size x pipeline_parallel_size) but the host has %d" % (size, len(all_idx)),
-            "fix": "lower tensor_parallel_size / pipeline_parallel_size, or plan for a host with more GPUs",
-        })
-        return [], findings
+def _carve_groups(hw, size, all_idx):
+    """Cut GPUs into groups of ``size``, best locality first: NVLink islands inside a NUMA node, then
+    NUMA nodes (or the host), then whatever is left across nodes. Sorted by first GPU."""
     domains = hw["numa_nodes"] or [all_idx]
     used = set()
     groups = []
@@ -102,6 +90,54 @@ def place(hw, size, instances="auto"):
         take([g for g in dom if g not in used], "numa" if hw["numa_nodes"] else "host")
     take([g for g in all_idx if g not in used], "cross_numa")
     groups.sort(key=lambda grp: grp["gpu_indices"][0])
+    return groups
+
+
+def _bind(hw, grp):
+    """Give a group its NUMA node (None when it spans nodes) and the union of its GPUs' CPUs."""
+    idx = grp["gpu_indices"]
+    grp["numa_node"] = _numa_of(hw, idx)
+    cpus = []
+    for g in hw["gpus"]:
+        if g["index"] in idx:
+            cpus.extend(c for c in g["cpu_affinity"] if c not in cpus)
+    grp["cpus"] = sorted(cpus) or None
+
+
+def _locality_finding(hw, size, grp):
+    """A warning when a group's TP traffic leaves its NUMA node or NVLink island, else None."""
+    idx = grp["gpu_indices"]
+    if grp["locality"] == "cross_numa":
+        return {
+            "level": "warning", "code": "instance_spans_numa",
+            "message": "GPUs %s span NUMA nodes: every all-reduce crosses the socket link" % idx,
+            "fix": "use a tensor_parallel_size that fits inside one NUMA node and run one instance per node",
+        }
+    if size > 1 and hw["nvlink_islands"] and grp["locality"] != "nvlink":
+        return {
+            "level": "warning", "code": "instance_spans_islands",
+            "message": "GPUs %s are not in one NVLink island: TP traffic goes over PCIe" % idx,
+            "fix": "choose a tensor_parallel_size that matches the NVLink island size",
+        }
+    return None
+
+
+def place(hw, size, instances="auto"):
+    """Return (groups, findings). Each group: {gpu_indices, numa_node, cpus, locality}.
+
+    locality: "nvlink" (inside one NVLink island and one NUMA node), "numa" (one NUMA node, PCIe),
+    "cross_numa" (spans NUMA nodes: all-reduce crosses the socket interconnect).
+    """
+    findings = []
+    all_idx = sorted(g["index"] for g in hw["gpus"])
+    if size > len(all_idx):
+        findings.append({
+            "level": "error", "code": "too_many_gpus",
+            "message": "one instance needs %d GPUs (tensor_parallel_size x pipeline_parallel_size) but the host has %d" % (size, len(all_idx)),
+            "fix": "lower tensor_parallel_size / pipeline_parallel_size, or plan for a host with more GPUs",
+        })
+        return [], findings
+    groups = _carve_groups(hw, size, all_idx)
     if instances != "auto":
         want = int(instances)
         if want > len(groups):
@@ -113,25 +149,10 @@ def place(hw, size, instances="auto"):
             })
         groups = groups[:want]
     for grp in groups:
-        idx = grp["gpu_indices"]
-        grp["numa_node"] = _numa_of(hw, idx)
-        cpus = []
-        for g in hw["gpus"]:
-            if g["index"] in idx:
-                cpus.extend(c for c in g["cpu_affinity"] if c not in cpus)
-        grp["cpus"] = sorted(cpus) or None
-        if grp["locality"] == "cross_numa":
-            findings.append({
-                "level": "warning", "code": "instance_spans_numa",
-                "message": "GPUs %s span NUMA nodes: every all-reduce crosses the socket link" % idx,
-                "fix": "use a tensor_parallel_size that fits inside one NUMA node and run one instance per node",
-            })
-        elif size > 1 and hw["nvlink_islands"] and grp["locality"] != "nvlink":
-            findings.append({
-                "level": "warning", "code": "instance_spans_islands",
-                "message": "GPUs %s are not in one NVLink island: TP traffic goes over PCIe" % idx,
-                "fix": "choose a tensor_parallel_size that matches the NVLink island size",
-            })
+        _bind(hw, grp)
+        finding = _locality_finding(hw, size, grp)
+        if finding is not None:
+            findings.append(finding)
     unused = [g for g in all_idx if not any(g in grp["gpu_indices"] for grp in groups)]
     if unused and groups:
         findings.append({"level": "info", "code": "unused_gpus", "message": "GPUs %s get no instance" % unused,

@@ -91,9 +91,11 @@ def cpu_checks(p, tp, pp):
     if p.get("gpu_memory_utilization") is not None:
         out.append(_f("error", "gpu_option_on_cpu", "gpu_memory_utilization is set but platform is cpu",
                       "remove gpu_memory_utilization; size the KV cache with kv_cache_memory_bytes"))
-    if tp != 1 or pp != 1 or (p.get("instances") or "auto") not in ("auto", 1):
-        out.append(_f("error", "cpu_parallelism", "platform cpu serves one instance with TP 1 x PP 1 per host here",
-                      "set tensor_parallel_size 1, pipeline_parallel_size 1 and instances auto or 1"))
+    # One rank per host: TP 1 x PP 1, or over a group of hosts (nodes) TP 1 x PP nodes.
+    nodes = int(p.get("nodes") or 1)
+    if tp != 1 or pp != nodes or (p.get("instances") or "auto") not in ("auto", 1):
+        out.append(_f("error", "cpu_parallelism", "platform cpu serves one instance with TP 1 x PP 1 per host here (PP = nodes over a group)",
+                      "set tensor_parallel_size 1, pipeline_parallel_size %d (nodes) and instances auto or 1" % nodes))
     return out
 
 
@@ -128,7 +130,7 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     hw = None
     if p.get("gpus"):
         hw = normalize_gpus(fam.expand_gpus(p["gpus"]))
-    nodes, tp, pp, per_host, nf = _group_over_hosts(p, tp, pp, hw)
+    nodes, tp, pp, per_host, nf = _group_over_hosts(p, tp, pp, hw, cfg["num_layers"])
     findings += nf
     if tp == "auto":
         tp = _auto_tp(cfg, hw, weights_total, pp)
@@ -334,12 +336,16 @@ def _offload_and_demand(p, cap, ranks):
     return kv_transfer, host, findings
 
 
-def _group_over_hosts(p, tp, pp, hw):
+def _group_over_hosts(p, tp, pp, hw, num_layers):
     """nodes > 1: one instance over several identical hosts (gpus describes one of them); multinode.py."""
     nodes = int(p.get("nodes") or 1)
     if nodes <= 1:
         return nodes, tp, pp, None, []
-    tp, pp, per_host, findings = mn.group_shape(nodes, tp, pp, hw["count"] if hw else 0, None)
+    # The CPU build runs one rank per host here (gpus_per_host 1): TP 1 x PP nodes by default.
+    cpu = (p.get("platform") or "cuda") == "cpu"
+    # Unset sizes mean vLLM's documented layout (TP = GPUs per host, PP = hosts), not the single-host 1 x 1.
+    tp, pp = p.get("tensor_parallel_size"), p.get("pipeline_parallel_size")
+    tp, pp, per_host, findings = mn.group_shape(nodes, tp, pp, 1 if cpu else (hw["count"] if hw else 0), num_layers)
     return nodes, tp, pp, per_host, findings + mn.mig_findings(hw["gpus"] if hw else []) + _multinode_option_findings(p)
 
 

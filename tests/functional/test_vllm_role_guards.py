@@ -21,7 +21,8 @@ GOOD = {"name": "m-0", "port": 8000, "cuda_visible_devices": "0", "numa_node": 0
 
 
 def variables(**overrides):
-    out = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    out = dict((k, trust_as_template(v) if isinstance(v, str) else v)
+               for k, v in yaml.safe_load((ROLE / "defaults" / "main.yml").read_text()).items())
     out.update((k, trust_as_template(v)) for k, v in yaml.safe_load((ROLE / "vars" / "main.yml").read_text()).items())
     out.update(inventory_hostname="gpu-01", ansible_managed="Ansible managed: test", _vllm_venv="/opt/vllm/venvs/x")
     out.update(overrides)
@@ -126,10 +127,17 @@ def units(tmp_path_factory, venv_bin):
     (coll / "vllm").symlink_to(ROLE.parents[1])
     cases = [instance(numa_node=case[0]) for case in NUMA_CASES]
     cases.append(instance(argv=["vllm", "serve", "/m", "--port", "8000", "--served-model-name", SPEC_NAME]))
+    # A multi-host group's head and headless member (vars below make this host a member of a group).
+    cases.append(instance(node_rank=0, headless=False))
+    cases.append(instance(node_rank=1, headless=True, argv=GOOD["argv"] + ["--headless"]))
     play = [{"hosts": "localhost", "gather_facts": False, "vars_files": [str(ROLE / "defaults" / "main.yml"), str(ROLE / "vars" / "main.yml")],
              "vars": {"_vllm_venv": "/opt/vllm/venvs/x"},
              "tasks": [{"ansible.builtin.copy": {"content": "{{ lookup('ansible.builtin.template', '%s') }}" % TEMPLATE,
                                                  "dest": str(tmp) + "/unit-{{ idx }}.service", "mode": "0644"},
+                        # task vars: above the role defaults the play loads as vars_files
+                        "vars": {"_vllm_cluster": "{{ _vllm_instance.node_rank is defined }}",
+                                 "vllm_cluster_hosts": ["gpu-01", "gpu-02"], "_vllm_fabric_iface": "ens1f0",
+                                 "_vllm_fabric_address": "10.0.0.2", "vllm_rdma": True},
                         "loop": cases, "loop_control": {"loop_var": "_vllm_instance", "index_var": "idx"}}]}]
     (tmp / "play.yml").write_text(json.dumps(play))
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(tmp / "collections"), ANSIBLE_LOCALHOST_WARNING="false")
@@ -149,16 +157,56 @@ def test_numa_binding_only_for_a_known_node(case, units):
 
 
 def test_served_name_specifiers_escaped(units):
-    unit = units[-1]
+    unit = units[len(NUMA_CASES)]
     assert "Description=vLLM OpenAI-compatible server, instance m-0 (m%%n)" in unit
     assert "X-GpufleetVllmServedModelName=m%%n" in unit
 
 
-@pytest.mark.parametrize("profile, instances, ok", [
-    ({"model": "/m"}, [], True),
-    ({"model": "/m", "nodes": 1}, [], True),
-    ({"model": "/m", "nodes": 2}, [], False),   # a group over hosts is planned, not deployed, by this role
-    ({"model": "/m", "nodes": 2}, [GOOD], True),  # explicit instances: the profile is not used
+def test_group_member_units(units):
+    head, member = units[-2], units[-1]
+    for unit in (head, member):
+        assert "Environment=VLLM_HOST_IP=10.0.0.2" in unit
+        assert "Environment=GLOO_SOCKET_IFNAME=ens1f0" in unit
+        assert "Environment=NCCL_SOCKET_IFNAME=ens1f0" in unit
+        assert "Environment=VLLM_ENGINE_READY_TIMEOUT_S=1800" in unit
+        assert "X-GpufleetVllmGroup=gpu-01 gpu-02" in unit
+        assert "DeviceAllow=char-infiniband_verbs rw" in unit and "DeviceAllow=/dev/infiniband/rdma_cm rw" in unit
+    assert "X-GpufleetVllmNodeRank=0" in head and "X-GpufleetVllmURL=http://127.0.0.1:8000" in head
+    assert "X-GpufleetVllmHeadless" not in head
+    assert "X-GpufleetVllmNodeRank=1" in member and "X-GpufleetVllmHeadless=yes" in member
+    assert "X-GpufleetVllmURL" not in member  # no HTTP endpoint: the gate checks the engine instead
+    assert "Description=vLLM headless member (node rank 1) of instance m-0" in member
+    # a single-host unit carries none of it
+    single = units[0]
+    assert "GLOO_SOCKET_IFNAME" not in single and "infiniband" not in single and "X-GpufleetVllmNodeRank" not in single
+
+
+@pytest.mark.parametrize("profile, instances, cluster, ok", [
+    ({"model": "/m"}, [], False, True),
+    ({"model": "/m", "nodes": 1}, [], False, True),
+    ({"model": "/m", "nodes": 2}, [], False, False),   # a group over hosts needs the hosts that run it
+    ({"model": "/m", "nodes": 2}, [], True, True),     # vllm_cluster_hosts names them
+    ({"model": "/m", "nodes": 2}, [GOOD], False, True),  # explicit instances: the profile is not used
 ])
-def test_multi_host_profile_is_refused_by_the_role(profile, instances, ok):
-    assert holds("plan.yml", "Refuse to deploy a multi-host instance", vllm_profile=profile, vllm_instances=instances) is ok
+def test_multi_host_profile_needs_its_hosts(profile, instances, cluster, ok):
+    assert holds("plan.yml", "Refuse a multi-host plan without the hosts that run it", vllm_profile=profile,
+                 vllm_instances=instances, _vllm_cluster=cluster) is ok
+
+
+# (vllm_cluster_hosts, this host, the play's batch, vllm_profile, vllm_instances) -> accepted
+CLUSTER_PLACES = [
+    (["gpu-01", "gpu-02"], "gpu-01", ["gpu-01", "gpu-02"], {"model": "/m"}, [], True),
+    (["gpu-01", "gpu-02"], "gpu-02", ["gpu-01", "gpu-02", "gpu-03"], {"model": "/m", "nodes": 2}, [], True),
+    (["gpu-01", "gpu-02"], "gpu-03", ["gpu-01", "gpu-02", "gpu-03"], {"model": "/m"}, [], False),  # not a member
+    (["gpu-01", "gpu-02"], "gpu-01", ["gpu-01"], {"model": "/m"}, [], False),          # serial split the group
+    (["gpu-01", "gpu-01"], "gpu-01", ["gpu-01"], {"model": "/m"}, [], False),          # a host twice
+    (["gpu-01", "gpu-02"], "gpu-01", ["gpu-01", "gpu-02"], {"model": "/m", "nodes": 3}, [], False),
+    (["gpu-01", "gpu-02"], "gpu-01", ["gpu-01", "gpu-02"], {"model": "/m"}, [GOOD], False),  # a group is planned here
+    ("gpu-01,gpu-02", "gpu-01", ["gpu-01", "gpu-02"], {"model": "/m"}, [], False),     # a string, not a list
+]
+
+
+@pytest.mark.parametrize("hosts, me, batch, profile, instances, ok", CLUSTER_PLACES)
+def test_cluster_place_checks(hosts, me, batch, profile, instances, ok):
+    assert holds("cluster.yml", "Check this host's place in the group", vllm_cluster_hosts=hosts, inventory_hostname=me,
+                 ansible_play_batch=batch, vllm_profile=profile, vllm_instances=instances) is ok

@@ -18,6 +18,7 @@ import socket
 import ssl
 import stat
 import threading
+from collections import namedtuple
 
 try:  # Python 3
     import queue
@@ -404,6 +405,76 @@ def _partial_size(tmp_path, dir_fd, what):
     return st.st_size
 
 
+# What every step of one fetch_to_temp call reads; counter[0] is the bytes transferred over all attempts.
+_Fetch = namedtuple("_Fetch", "spec tmp_path what dir_fd chunk_bytes progress counter")
+
+
+def _no_space(job):
+    return WeightsError("no space left on the filesystem of %s while fetching %s: free space or grow the model "
+                        "storage, then rerun (the partial file is kept for resume)" % (job.tmp_path, job.what))
+
+
+def _resume_point(job, open_stream):
+    """(offset to write from, stream); the stream is None when the temp file already holds every byte."""
+    spec = job.spec
+    offset = _partial_size(job.tmp_path, job.dir_fd, job.what)
+    if spec.size is not None and offset > spec.size:
+        offset = 0
+    if spec.size is not None and offset == spec.size and offset > 0:
+        return offset, None
+    stream = open_stream(offset)
+    return stream.offset, stream  # a source without range support starts over at 0
+
+
+def _pump_rest(job, stream, fd, digest, offset, may_retry):
+    """Stream the bytes after ``offset`` into ``fd``; False when the transfer broke and may be resumed."""
+    limit = None if job.spec.size is None else job.spec.size - offset
+    try:
+        _pump(stream, fd, digest, limit, job.chunk_bytes, job.progress, job.counter, offset)
+    except (http_client.HTTPException, socket.error) as exc:
+        if getattr(exc, "errno", None) == errno.ENOSPC:
+            raise _no_space(job)
+        if may_retry:
+            return False
+        raise WeightsError("transfer of %s kept failing (%s); rerun to resume" % (job.what, exc))
+    finally:
+        stream.close()
+    return True
+
+
+def _write_from(job, stream, digest, offset, may_retry):
+    """Cut the temp file at ``offset``, write the rest from ``stream`` (if any), fsync.
+
+    False when the transfer broke and may be resumed (nothing is synced then)."""
+    fd = os.open(job.tmp_path, os.O_WRONLY | os.O_CREAT | _NOFOLLOW, 0o600, dir_fd=job.dir_fd)
+    try:
+        os.ftruncate(fd, offset)
+        os.lseek(fd, offset, os.SEEK_SET)
+        if stream is not None and not _pump_rest(job, stream, fd, digest, offset, may_retry):
+            return False
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise _no_space(job)
+        raise
+    finally:
+        os.close(fd)
+    return True
+
+
+def _check_digest(job, digest):
+    """Remove the temp file and raise when its bytes are not the ones the spec names."""
+    ok, expected, actual = digest_matches(job.spec, digest)
+    if not ok:
+        os.unlink(job.tmp_path, dir_fd=job.dir_fd)
+        raise WeightsError(
+            "digest mismatch for %s: expected %s, got %s; the download was discarded and nothing was "
+            "placed at the final path. The source serves different bytes than its manifest/metadata: "
+            "fix the mirror or regenerate its manifest" % (job.what, expected, actual),
+            path=job.spec.path, expected=expected, actual=actual,
+        )
+
+
 def fetch_to_temp(open_stream, spec, tmp_path, what, chunk_bytes=CHUNK_BYTES, progress=None, retries=RETRIES,
                   dir_fd=None):
     """Fill ``tmp_path`` with ``spec``'s bytes, resuming what is there; fsync; check the digest.
@@ -413,59 +484,18 @@ def fetch_to_temp(open_stream, spec, tmp_path, what, chunk_bytes=CHUNK_BYTES, pr
     ``open_stream(offset)`` returns an HttpStream/LocalStream. Returns (digest, bytes_transferred).
     On a digest or size mismatch the temp file is removed and WeightsError says expected vs actual.
     """
+    job = _Fetch(spec, tmp_path, what, dir_fd, chunk_bytes, progress, [0])
     git_size = spec.size if (not spec.sha256 and spec.git_oid) else None
-    counter = [0]
     attempt = 0
     while True:
         attempt += 1
-        offset = _partial_size(tmp_path, dir_fd, what)
-        if spec.size is not None and offset > spec.size:
-            offset = 0
+        offset, stream = _resume_point(job, open_stream)
         digest = Digest(git_size=git_size)
-        complete = spec.size is not None and offset == spec.size and offset > 0
-        stream = None
-        if not complete:
-            stream = open_stream(offset)
-            if stream.offset != offset:
-                offset = stream.offset  # no range support: start over
         if offset:
             _feed_existing(tmp_path, digest, offset, chunk_bytes, dir_fd)
-        fd = os.open(tmp_path, os.O_WRONLY | os.O_CREAT | _NOFOLLOW, 0o600, dir_fd=dir_fd)
-        try:
-            os.ftruncate(fd, offset)
-            os.lseek(fd, offset, os.SEEK_SET)
-            if stream is not None:
-                limit = None if spec.size is None else spec.size - offset
-                try:
-                    _pump(stream, fd, digest, limit, chunk_bytes, progress, counter, offset)
-                except (http_client.HTTPException, socket.error) as exc:
-                    if getattr(exc, "errno", None) == errno.ENOSPC:
-                        raise WeightsError("no space left on the filesystem of %s while fetching %s: free space or "
-                                           "grow the model storage, then rerun (the partial file is kept for resume)"
-                                           % (tmp_path, what))
-                    if attempt <= retries:
-                        continue  # resume from what reached the temp file
-                    raise WeightsError("transfer of %s kept failing (%s); rerun to resume" % (what, exc))
-                finally:
-                    stream.close()
-            os.fsync(fd)
-        except OSError as exc:
-            if exc.errno == errno.ENOSPC:
-                raise WeightsError("no space left on the filesystem of %s while fetching %s: free space or grow "
-                                   "the model storage, then rerun (the partial file is kept for resume)"
-                                   % (tmp_path, what))
-            raise
-        finally:
-            os.close(fd)
+        if not _write_from(job, stream, digest, offset, attempt <= retries):
+            continue  # resume from what reached the temp file
         if spec.size is not None and digest.nbytes < spec.size and attempt <= retries:
             continue  # connection closed early: resume
-        ok, expected, actual = digest_matches(spec, digest)
-        if not ok:
-            os.unlink(tmp_path, dir_fd=dir_fd)
-            raise WeightsError(
-                "digest mismatch for %s: expected %s, got %s; the download was discarded and nothing was "
-                "placed at the final path. The source serves different bytes than its manifest/metadata: "
-                "fix the mirror or regenerate its manifest" % (what, expected, actual),
-                path=spec.path, expected=expected, actual=actual,
-            )
-        return digest, counter[0]
+        _check_digest(job, digest)
+        return digest, job.counter[0]

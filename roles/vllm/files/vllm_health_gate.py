@@ -14,6 +14,10 @@ The URL and the served model name come from the unit's X-GpufleetVllm* keys, the
 3. POST /v1/completions must return a completion;
 4. --warmup more completions.
 
+A headless member of a multi-host group (X-GpufleetVllmHeadless=yes) has no HTTP endpoint: its unit
+must be active with its engine processes started (holding GPU memory where nvidia-smi exists) and stay
+so for --settle seconds; the head's completion proves the group.
+
 Success: one line on stdout, exit 0. Failure: the reason and the unit's last --journal-lines
 journal lines on stdout, exit 1.
 """
@@ -35,13 +39,18 @@ class GateError(Exception):
     pass
 
 
-def read_unit(path):
+def unit_keys(path):
     keys = {}
     with open(path) as handle:
         for line in handle:
             if line.startswith("X-GpufleetVllm") and "=" in line:
                 key, value = line.rstrip("\n").split("=", 1)
                 keys[key] = value
+    return keys
+
+
+def read_unit(path):
+    keys = unit_keys(path)
     for key in ("X-GpufleetVllmURL", "X-GpufleetVllmServedModelName"):
         if key not in keys:
             raise GateError("%s has no %s= line: it was not rendered by the vllm role" % (path, key))
@@ -130,8 +139,69 @@ def wait_healthy(unit, base, opts):
         time.sleep(opts.interval)
 
 
+def unit_pids(unit):
+    """The PIDs in the unit's cgroup (cgroup v2 or the v1 systemd hierarchy)."""
+    proc = subprocess.run(["systemctl", "show", unit, "--property=ControlGroup", "--value"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    group = proc.stdout.strip()
+    for root in ("/sys/fs/cgroup", "/sys/fs/cgroup/systemd", "/sys/fs/cgroup/unified"):
+        path = root + group + "/cgroup.procs"
+        if group and os.path.exists(path):
+            with open(path) as handle:
+                return [int(line) for line in handle if line.strip()]
+    return []
+
+
+def gpu_mib_of(pids):
+    """GPU memory (MiB) the given processes hold, from nvidia-smi; None without nvidia-smi."""
+    try:
+        proc = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
+    except OSError:
+        return None
+    used = 0
+    for line in proc.stdout.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) == 2 and fields[0].isdigit() and int(fields[0]) in pids and fields[1].isdigit():
+            used += int(fields[1])
+    return used
+
+
+def check_headless(opts):
+    """A headless member of a multi-host group serves no HTTP: its unit must run and stay running, with its
+    engine processes started (and holding GPU memory where there is a GPU). A member started before the
+    head's master port is up exits and is restarted by systemd until the group forms: restarts only reset
+    the steady time here; a failed unit (start limit hit) or the timeout fails. The head's completion,
+    which passes through every pipeline stage, is what proves the group."""
+    unit = os.path.basename(opts.unit_file)
+    start = time.monotonic()
+    first_restarts = restarts = int(unit_state(unit).get("NRestarts", "0") or 0)
+    steady_since = None
+    while True:
+        state = unit_state(unit)
+        if state.get("ActiveState") == "failed" or (state.get("ActiveState") == "inactive" and time.monotonic() - start > 2):
+            raise GateError("%s is %s (result: %s): the headless member is not running" % (unit, state.get("ActiveState"), state.get("Result", "?")))
+        now_restarts = int(state.get("NRestarts", "0") or 0)
+        pids = unit_pids(unit) if state.get("ActiveState") == "active" else []
+        gpu = gpu_mib_of(pids)
+        ready = now_restarts == restarts and len(pids) >= 2 and (gpu is None or gpu > 0)  # launcher + engine
+        restarts = now_restarts
+        steady_since = (steady_since or time.monotonic()) if ready else None
+        if steady_since and time.monotonic() - steady_since >= opts.settle:
+            return ("%s healthy (headless): active with %d process(es)%s, steady for %d s%s"
+                    % (unit, len(pids), "" if gpu is None else ", %d MiB of GPU memory" % gpu, opts.settle,
+                       (", after %d restart(s) while the group formed" % (restarts - first_restarts)) if restarts > first_restarts else ""))
+        if time.monotonic() + opts.interval > start + opts.timeout:
+            raise GateError("%s: the headless member did not run steadily within %d s (%d process(es)%s, %d restart(s))"
+                            % (unit, opts.timeout, len(pids), "" if gpu is None else ", %d MiB of GPU memory" % gpu,
+                               restarts - first_restarts))
+        time.sleep(opts.interval)
+
+
 def check(opts):
     unit = os.path.basename(opts.unit_file)
+    if unit_keys(opts.unit_file).get("X-GpufleetVllmHeadless") == "yes":
+        return check_headless(opts)
     base, served = read_unit(opts.unit_file)
     api_key = read_api_key(opts.env_file)
     waited = wait_healthy(unit, base, opts)
@@ -182,6 +252,7 @@ def main():
     parser.add_argument("--max-tokens", type=int, default=4)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--journal-lines", type=int, default=40)
+    parser.add_argument("--settle", type=int, default=10, help="headless members: seconds the engine must stay up")
     opts = parser.parse_args()
     unit = os.path.basename(opts.unit_file)
     try:

