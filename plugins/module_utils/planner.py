@@ -111,12 +111,67 @@ def _instance_name(base, i):
 
 
 def build_plan(p, raw_config, model_path, weights_total=None, weights_source=None):
-    """p: the module's parameters (dict). Returns the module result (without changed)."""
-    findings = []
+    """p: the module's parameters (dict). Returns the module result (without changed).
+
+    Named steps, in the order their findings are reported: the model and its weights, the parallel layout
+    and the hardware, the heads and the KV dtype, the context length (YaRN), the KV memory per GPU, vLLM's
+    KV arithmetic, offload and demand, flags and parsers, placement, the instances' command lines."""
     cfg = parse_config(raw_config)
     family = model_family(cfg)
-    # Family checks (model_families): windowed attention refused by name; weights exact, else estimated.
-    findings += fam.windowed_attention_findings(raw_config)
+    weights_total, weights_source, mm_argv, findings = _model_and_weights(p, raw_config, weights_total, weights_source)
+    version = p.get("vllm_version") or "0.33.0"
+    nodes, tp, pp, per_host, hw, cpu, hf = _layout_and_hardware(p, cfg, weights_total)
+    findings += hf
+    gpu0 = hw["gpus"][0] if hw["gpus"] else {}
+    mem_total = gpu0.get("memory_total_bytes") or 0
+    cc = None if hw.get("assumed") else gpu0.get("compute_capability")
+    kv_dtype = p.get("kv_cache_dtype") or "auto"
+    findings += _head_and_dtype_findings(cfg, tp, kv_dtype, cc)
+    max_len, hf_overrides, lf = _context_length(p, cfg, raw_config)
+    findings += lf
+    weights_rank, available, estimate, mf = _kv_memory(p, cfg, raw_config, tp, pp, weights_total, mem_total)
+    findings += mf
+    cap, cf = _capacity(p, cfg, tp, pp, kv_dtype, available, max_len, cc, version, cpu, findings)
+    findings += cf
+    cap.update({"weights_bytes_total": weights_total, "weights_source": weights_source,
+                "weights_bytes_per_rank": weights_rank, "estimate": estimate})
+    findings += _fit_findings(cap, max_len, available)
+    kv_transfer, host, of = _offload_and_demand(p, cap, tp * pp)
+    findings += of
+    cap["host_memory"] = host
+    findings += va.check_parsers(family, p.get("tool_call_parser"), p.get("reasoning_parser"))
+    findings += va.check_extra_args(p.get("extra_args"))
+    groups, pf = _placement(p, hw, cpu, nodes, tp * pp, per_host)
+    findings += pf
+    # Family rules that need the placement: offload on the whole host, hybrid offload, NUMA binding.
+    findings += fam.offload_findings(cfg, p, len(groups))
+    findings += fam.speculative_findings(p)
+    if host:
+        host["instances_on_host"] = len(groups)
+        host["pinned_bytes_all_instances"] = host["pinned_bytes_estimate"] * len(groups)
+    o = dict(p)
+    o.update({"tensor_parallel_size": tp, "pipeline_parallel_size": pp, "max_model_len": max_len,
+              "kv_cache_dtype": kv_dtype, "host": p.get("host") or "127.0.0.1",
+              "enable_prefix_caching": p.get("enable_prefix_caching", True)})
+    if cpu:
+        o["kv_cache_memory_bytes"] = None  # carried by VLLM_CPU_KVCACHE_SPACE (see _cpu_instance_fields)
+    argv_extras = {"hf_overrides": hf_overrides, "kv_transfer_config": kv_transfer}
+    instances = _instances(p, o, groups, hw, model_path, argv_extras, mm_argv)
+    if nodes > 1 and instances:
+        instances[0]["nodes"] = mn.node_commands(instances[0]["argv"], nodes, p.get("master_addr") or "",
+                                                 p.get("master_port") or mn.DEFAULT_MASTER_PORT)
+        instances[0]["argv"] = instances[0]["nodes"][0]["argv"]
+    cap["model"] = _model_summary(cfg, family)
+    cap["platform"] = "cpu" if cpu else "cuda"
+    result = {"instances": instances, "capacity": cap, "findings": findings}
+    result["summary"] = summary(result, tp, pp)
+    return result
+
+
+def _model_and_weights(p, raw_config, weights_total, weights_source):
+    """Family checks (model_families): windowed attention refused by name; weights exact, else estimated;
+    multimodal weights and argv; a vLLM release older than the verified rules."""
+    findings = fam.windowed_attention_findings(raw_config)
     weights_total, weights_source, wf = fam.resolve_weights(raw_config, p.get("extra_args"), weights_total, weights_source)
     findings += wf
     weights_total, weights_source, wf, mm_argv = fam.multimodal_plan(raw_config, p, weights_total, weights_source)
@@ -125,11 +180,15 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     if kv.parse_version(version) < kv.OLDEST_VERIFIED:
         findings.append(_f("warning", "unverified_version", "vllm_version %s is older than the rules verified here (0.10.0 to 0.33.0)" % version,
                            "plan with vllm_version 0.33.0 or check the figures against the boot log"))
+    return weights_total, weights_source, mm_argv, findings
+
+
+def _layout_and_hardware(p, cfg, weights_total):
+    """TP, PP and hosts (a group over several hosts, TP auto), and the GPUs: given, none (CPU), or assumed."""
+    findings = []
     tp = p.get("tensor_parallel_size") or 1
     pp = p.get("pipeline_parallel_size") or 1
-    hw = None
-    if p.get("gpus"):
-        hw = normalize_gpus(fam.expand_gpus(p["gpus"]))
+    hw = normalize_gpus(fam.expand_gpus(p["gpus"])) if p.get("gpus") else None
     nodes, tp, pp, per_host, nf = _group_over_hosts(p, tp, pp, hw, cfg["num_layers"])
     findings += nf
     if tp == "auto":
@@ -145,10 +204,11 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
         hw["assumed"] = True
         findings.append(_f("info", "gpus_assumed", "gpus not given: assuming exactly %d GPU(s) (TP %d x PP %d) with no memory limit" % (tp * pp, tp, pp),
                            "pass gpus (gpu_facts result or a declared profile) to check memory and placement"))
-    gpu0 = hw["gpus"][0] if hw["gpus"] else {}
-    mem_total = gpu0.get("memory_total_bytes") or 0
-    cc = None if hw.get("assumed") else gpu0.get("compute_capability")
+    return nodes, tp, pp, per_host, hw, cpu, findings
 
+
+def _head_and_dtype_findings(cfg, tp, kv_dtype, cc):
+    findings = []
     if cfg["num_attention_heads"] % tp:
         divisors = [d for d in (1, 2, 4, 8, 16) if cfg["num_attention_heads"] % d == 0]
         findings.append(_f("error", "tp_not_dividing_heads",
@@ -158,13 +218,16 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
         findings.append(_f("info", "kv_heads_replicated",
                            "TP %d > %d KV heads: each rank holds a replica of one KV head (KV bytes per token do not shrink past TP %d)"
                            % (tp, cfg["num_kv_heads"], cfg["num_kv_heads"]), "expected; no action needed"))
-    kv_dtype = p.get("kv_cache_dtype") or "auto"
     if kv_dtype.startswith("fp8") and cc and kv.parse_cc(cc) < (8, 9):
         findings.append(_f("warning", "fp8_kv_without_fp8_hardware",
                            "kv_cache_dtype %s on compute capability %s: no native FP8 (A100-class); vLLM converts in software" % (kv_dtype, cc),
                            "use kv_cache_dtype auto on sm80, or accept the slower FP8 path"))
+    return findings
 
-    # Context length, YaRN.
+
+def _context_length(p, cfg, raw_config):
+    """max_model_len against the model's limit, extended by YaRN (hf_overrides keeping rope_theta)."""
+    findings = []
     limit = cfg.get("max_position_embeddings")
     max_len = p.get("max_model_len") or limit
     hf_overrides = None
@@ -184,40 +247,47 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
                            "max_model_len %d is above the model's limit %d (max_position_embeddings%s)" % (max_len, limit, " x YaRN" if yarn else ""),
                            "lower max_model_len to %d or set yarn {factor, original_max_position_embeddings} (a factor of %.2f or more)"
                            % (limit, max_len / float(cfg.get("max_position_embeddings") or limit))))
+    return max_len, hf_overrides, findings
 
-    # Weights and available KV memory per GPU.
-    weights_rank = None
-    if weights_total is not None:
-        weights_rank = kv.cdiv(int(weights_total), tp * pp)
+
+def _kv_memory(p, cfg, raw_config, tp, pp, weights_total, mem_total):
+    """Weights per rank and the KV memory per GPU: given (kv_cache_memory_bytes, OOM-checked), estimated from
+    gpu_memory_utilization, or unknown. Returns (weights_rank, available, estimate, findings)."""
+    findings = []
+    weights_rank = kv.cdiv(int(weights_total), tp * pp) if weights_total is not None else None
     kv_bytes = p.get("kv_cache_memory_bytes")
-    util = p.get("gpu_memory_utilization")
-    estimate = None
     if kv_bytes:
-        available = int(kv_bytes)
         if mem_total and weights_rank is not None:
-            findings += _oom_check(available, weights_rank, p.get("memory_overhead_bytes") or default_overhead(cfg, tp, mem_total), mem_total)
-    elif mem_total and weights_rank is not None:
-        u = util if util is not None else 0.92
-        eager = "--enforce-eager" in (p.get("extra_args") or [])
-        overhead = p.get("memory_overhead_bytes") or default_overhead(cfg, tp, mem_total, _intermediate_size(raw_config), eager)
-        requested = int(math.ceil(u * (mem_total - CUDA_RESERVED)))
-        available = requested - weights_rank - overhead
-        estimate = {"requested_bytes": requested, "weights_bytes_per_rank": weights_rank, "overhead_bytes": overhead}
-        findings.append(_f("info", "kv_estimate",
-                           "KV memory is an estimate: %.2f GiB = %.2f x %.2f GiB - weights %.2f GiB - overhead %.2f GiB"
-                           " (activation peak, CUDA graphs, non-torch)"
-                           % (available / GIB, u, (mem_total - CUDA_RESERVED) / GIB, weights_rank / GIB, overhead / GIB),
-                           "set kv_cache_memory_bytes for exact figures, or calibrate memory_overhead_bytes from the boot log"))
-        if available <= 0:
-            findings.append(_f("error", "no_kv_memory", "weights and overhead leave no KV memory on each GPU",
-                               "raise tensor_parallel_size or gpu_memory_utilization, or use a smaller/quantized checkpoint"))
-            available = None
-    else:
-        available = None
+            overhead = p.get("memory_overhead_bytes") or default_overhead(cfg, tp, mem_total)
+            findings += _oom_check(int(kv_bytes), weights_rank, overhead, mem_total)
+        return weights_rank, int(kv_bytes), None, findings
+    if not (mem_total and weights_rank is not None):
         findings.append(_f("warning", "no_kv_figures",
                            "no kv_cache_memory_bytes and no GPU memory/weights figures: KV tokens and concurrency are not computed",
                            "set kv_cache_memory_bytes (per GPU) or give gpus plus a model directory with safetensors"))
+        return weights_rank, None, None, findings
+    util = p.get("gpu_memory_utilization")
+    u = util if util is not None else 0.92
+    eager = "--enforce-eager" in (p.get("extra_args") or [])
+    overhead = p.get("memory_overhead_bytes") or default_overhead(cfg, tp, mem_total, _intermediate_size(raw_config), eager)
+    requested = int(math.ceil(u * (mem_total - CUDA_RESERVED)))
+    available = requested - weights_rank - overhead
+    estimate = {"requested_bytes": requested, "weights_bytes_per_rank": weights_rank, "overhead_bytes": overhead}
+    findings.append(_f("info", "kv_estimate",
+                       "KV memory is an estimate: %.2f GiB = %.2f x %.2f GiB - weights %.2f GiB - overhead %.2f GiB"
+                       " (activation peak, CUDA graphs, non-torch)"
+                       % (available / GIB, u, (mem_total - CUDA_RESERVED) / GIB, weights_rank / GIB, overhead / GIB),
+                       "set kv_cache_memory_bytes for exact figures, or calibrate memory_overhead_bytes from the boot log"))
+    if available <= 0:
+        findings.append(_f("error", "no_kv_memory", "weights and overhead leave no KV memory on each GPU",
+                           "raise tensor_parallel_size or gpu_memory_utilization, or use a smaller/quantized checkpoint"))
+        available = None
+    return weights_rank, available, estimate, findings
 
+
+def _capacity(p, cfg, tp, pp, kv_dtype, available, max_len, cc, version, cpu, earlier_findings):
+    """vLLM's KV arithmetic (kv_capacity.size_kv_cache) for this layout; empty figures when it cannot run."""
+    findings = []
     try:
         plan_cfg, plan_dtype, ptf = fam.per_token_head_plan(cfg, kv_dtype)
         findings += ptf
@@ -227,86 +297,65 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
                                speculative_method=p.get("speculative_method"), compute_capability=cc, vllm_version=version,
                                block_size=p.get("block_size"), platform="cpu" if cpu else "cuda")
     except kv.CapacityError as exc:
-        if not any(f["code"] == "tp_not_dividing_heads" for f in findings):
+        if not any(f["code"] == "tp_not_dividing_heads" for f in earlier_findings + findings):
             findings.append(_f("error", "capacity_not_computed", str(exc), "fix the option the message names"))
         cap = dict((k, None) for k in ("block_size", "num_blocks", "kv_cache_tokens", "kv_pool_tokens", "max_concurrency",
                                        "fits", "max_model_len_that_fits", "log_line", "available_kv_bytes",
                                        "kv_bytes_per_token_per_rank", "kv_bytes_needed_per_request"))
         cap["rules"] = []
-    cap["weights_bytes_total"] = weights_total
-    cap["weights_source"] = weights_source
-    cap["weights_bytes_per_rank"] = weights_rank
-    cap["estimate"] = estimate
-    if cap["fits"] is False:
-        findings.append(_f("error", "kv_too_small_for_one_request",
-                           "one request of max_model_len %d needs %.2f GiB KV per GPU, more than the %.2f GiB available: vLLM refuses to start "
-                           "(\"To serve at least one request with the model's max seq len\"); the largest length that fits is %d"
-                           % (max_len, cap["kv_bytes_needed_per_request"] / GIB, available / GIB, cap["max_model_len_that_fits"]),
-                           "set max_model_len <= %d, raise kv_cache_memory_bytes, or raise tensor_parallel_size" % cap["max_model_len_that_fits"]))
+    return cap, findings
 
-    # Offload and demand.
-    kv_transfer, host, of = _offload_and_demand(p, cap, tp * pp)
-    findings += of
-    cap["host_memory"] = host
 
-    # Flags and parsers.
-    findings += va.check_parsers(family, p.get("tool_call_parser"), p.get("reasoning_parser"))
-    findings += va.check_extra_args(p.get("extra_args"))
+def _fit_findings(cap, max_len, available):
+    if cap["fits"] is not False:
+        return []
+    return [_f("error", "kv_too_small_for_one_request",
+               "one request of max_model_len %d needs %.2f GiB KV per GPU, more than the %.2f GiB available: vLLM refuses to start "
+               "(\"To serve at least one request with the model's max seq len\"); the largest length that fits is %d"
+               % (max_len, cap["kv_bytes_needed_per_request"] / GIB, available / GIB, cap["max_model_len_that_fits"]),
+               "set max_model_len <= %d, raise kv_cache_memory_bytes, or raise tensor_parallel_size" % cap["max_model_len_that_fits"])]
 
-    # Placement and argv.
+
+def _placement(p, hw, cpu, nodes, ranks, per_host):
+    """The GPU groups of the instances (one host's share of a multi-host group), NUMA unknown as None."""
     if cpu:
-        groups, pf = [None], []
-    else:
-        groups, pf = place(hw, min(per_host or tp * pp, hw["count"]), 1) if nodes > 1 else place(hw, tp * pp, p.get("instances") or "auto")
-        for grp in groups:
-            if grp["numa_node"] is not None and grp["numa_node"] < 0:
-                grp["numa_node"] = None  # sysfs reports -1 for "no NUMA information"
-        pf = pf + _numa_findings(groups, hw)
-    findings += pf
-    o = dict(p)
-    o.update({"tensor_parallel_size": tp, "pipeline_parallel_size": pp, "max_model_len": max_len,
-              "kv_cache_dtype": kv_dtype, "host": p.get("host") or "127.0.0.1",
-              "enable_prefix_caching": p.get("enable_prefix_caching", True)})
-    # Family rules that need the placement: offload on the whole host, hybrid offload, NUMA binding.
-    findings += fam.offload_findings(cfg, p, len(groups))
-    findings += fam.speculative_findings(p)
-    if host:
-        host["instances_on_host"] = len(groups)
-        host["pinned_bytes_all_instances"] = host["pinned_bytes_estimate"] * len(groups)
-    if cpu:
-        o["kv_cache_memory_bytes"] = None  # carried by VLLM_CPU_KVCACHE_SPACE (see _cpu_instance_fields)
+        return [None], []
+    groups, pf = place(hw, min(per_host or ranks, hw["count"]), 1) if nodes > 1 else place(hw, ranks, p.get("instances") or "auto")
+    for grp in groups:
+        if grp["numa_node"] is not None and grp["numa_node"] < 0:
+            grp["numa_node"] = None  # sysfs reports -1 for "no NUMA information"
+    return groups, pf + _numa_findings(groups, hw)
+
+
+def _instances(p, o, groups, hw, model_path, argv_extras, mm_argv):
+    """One instance per group: its GPUs (or the CPU fields), port and the rendered argv."""
     instances = []
     base_port = p.get("port_base") or 8000
     for i, grp in enumerate(groups):
         port = base_port + i
-        if cpu:
-            instances.append(dict(_cpu_instance_fields(p), name=_instance_name(p.get("served_model_name"), i), port=port,
-                                  argv=va.render_argv(model_path, o, hf_overrides=hf_overrides, kv_transfer_config=kv_transfer, port=port)))
+        name = _instance_name(p.get("served_model_name"), i)
+        argv = va.render_argv(model_path, o, port=port, **argv_extras)
+        if grp is None:  # the CPU build
+            instances.append(dict(_cpu_instance_fields(p), name=name, port=port, argv=argv))
             continue
         instances.append({
-            "name": _instance_name(p.get("served_model_name"), i),
+            "name": name,
             "gpu_indices": grp["gpu_indices"],
             "cuda_visible_devices": ",".join(str(x) for x in grp["gpu_indices"]),
             "numa_node": grp["numa_node"],
             "cpus": grp["cpus"],
             "locality": grp["locality"],
             "port": port,
-            "argv": fam.merge_speculative_config(
-                va.render_argv(model_path, o, hf_overrides=hf_overrides, kv_transfer_config=kv_transfer, port=port)
-                + mm_argv + fam.numa_bind_args(grp, hw), p.get("speculative_config")),
+            "argv": fam.merge_speculative_config(argv + mm_argv + fam.numa_bind_args(grp, hw), p.get("speculative_config")),
         })
-    if nodes > 1 and instances:
-        instances[0]["nodes"] = mn.node_commands(instances[0]["argv"], nodes, p.get("master_addr") or "",
-                                                 p.get("master_port") or mn.DEFAULT_MASTER_PORT)
-        instances[0]["argv"] = instances[0]["nodes"][0]["argv"]
-    cap["model"] = {"architecture": cfg["architecture"], "family": family, "attention": cfg["attention"],
-                    "full_attention_layers": cfg["full_attention_layers"],
-                    "linear_attention_layers": cfg["linear_attention_layers"], "num_kv_heads": cfg["num_kv_heads"],
-                    "head_dim": cfg["head_dim"], "max_position_embeddings": cfg["max_position_embeddings"]}
-    cap["platform"] = "cpu" if cpu else "cuda"
-    result = {"instances": instances, "capacity": cap, "findings": findings}
-    result["summary"] = summary(result, tp, pp)
-    return result
+    return instances
+
+
+def _model_summary(cfg, family):
+    return {"architecture": cfg["architecture"], "family": family, "attention": cfg["attention"],
+            "full_attention_layers": cfg["full_attention_layers"],
+            "linear_attention_layers": cfg["linear_attention_layers"], "num_kv_heads": cfg["num_kv_heads"],
+            "head_dim": cfg["head_dim"], "max_position_embeddings": cfg["max_position_embeddings"]}
 
 
 def _offload_and_demand(p, cap, ranks):
