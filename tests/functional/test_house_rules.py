@@ -9,11 +9,16 @@
    round 1, build_plan among them, were split into named steps in round 2).
 3. Every Python file in git starts with the one header (after a shebang, where there is one):
    coding line, the one copyright line, the licence line.
+4. The roles take the check-mode and the start decisions from the internal role `common` only: no role
+   task reads `ansible_check_mode` (it misses check_mode set on a block or include) and only `common`
+   looks for /dev/nvidiactl.
 """
 import ast
 import pathlib
 import re
 import subprocess
+
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "ARCHITECTURE.md"
@@ -91,3 +96,18 @@ def test_every_python_file_has_the_one_header():
         if lines[:3] != PY_HEADER:
             wrong.append(path.relative_to(ROOT).as_posix())
     assert not wrong, "files without the standard three-line header: %s" % wrong
+
+
+def role_task_files():
+    return sorted(p for p in (ROOT / "roles").glob("*/tasks/*.yml") if p.parts[-3] != "common")
+
+
+@pytest.mark.parametrize("pattern, rule", [
+    (r"\bansible_check_mode\b", "read common_check_mode (tasks_from: check_mode) instead"),
+    (r"/dev/nvidiactl", "use the common role's start_decision instead"),
+])
+def test_roles_take_shared_decisions_from_common(pattern, rule):
+    files = role_task_files()
+    assert len(files) > 30  # the glob found the roles
+    offenders = [p.relative_to(ROOT).as_posix() for p in files if re.search(pattern, p.read_text())]
+    assert not offenders, "%s in %s: %s" % (pattern, offenders, rule)
