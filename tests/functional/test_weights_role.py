@@ -47,8 +47,11 @@ def served(tmp_path):
 
 
 def _vars(server, dest, **kw):
+    """The role's variables; the controller's check-mode config cache lives in this test's own folder
+    (its default is under $HOME: a copy left there by an earlier run made check mode fetch nothing)."""
     user = os.environ.get("USER") or "root"
     base = {"model_weights_source": "http", "model_weights_url": server.url,
+            "model_weights_check_config_cache": str(dest.parent / "controller-cache"),
             "model_weights_manifest": server.url + "/SHA256SUMS", "model_weights_dest": str(dest),
             "model_weights_owner": user, "model_weights_group": "root" if user == "root" else user,
             "model_weights_create_owner": False, "model_weights_poll_interval": 1, "model_weights_workers": 2}
@@ -80,7 +83,9 @@ def test_role_check_mode_and_free_space_refusal(served, tmp_path):
         rc, out = play(tmp_path, _vars(server, dest, model_storage_free_bytes=MIB))
         assert rc != 0 and "model_storage_free_bytes" in out and "Grow the model" in out, out[-3000:]
         assert not dest.exists()
-        assert set(server.sent) == {"SHA256SUMS"}
+        # Check mode copies config.json to this test's controller cache (for the plan); no weight is served.
+        assert set(server.sent) == {"SHA256SUMS", "config.json"}, server.sent
+        assert (tmp_path / "controller-cache" / "localhost" / "config.json").read_bytes() == b"{}"
 
 
 def test_fleet_with_different_resolved_revisions_warns_then_fails_when_asked(served, tmp_path):
