@@ -1,0 +1,180 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The controller's requirements are declared where ansible-builder and Ansible users look for them
+(requirements.txt, bindep.txt, meta/execution-environment.yml), kept in sync with what plugins/
+import, shipped in the collection tarball; and the README's "Use on your fleet" first step
+(plan.yml on the examples) works in a fresh venv holding only what that section lists.
+
+Issue 28 / 30 item 1: a README reader's `ansible-playbook -i inventories/examples/<x> playbooks/plan.yml`
+failed on all five examples with "Failed to import the required Python library (huggingface_hub)"."""
+import ast
+import json
+import os
+import pathlib
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLES = sorted(p.name for p in (ROOT / "inventories" / "examples").iterdir() if p.is_dir())
+CONFIGS = ROOT / "tests" / "fixtures" / "model-configs"
+# Imported only by code that runs on the GPU hosts, never on the controller: NVML (gpu_facts, through
+# plugins/module_utils/nvml.py, the only file that imports it; reported with missing_required_lib there).
+HOST_ONLY = {"pynvml"}
+# Import name -> the distribution requirements.txt names.
+DISTRIBUTION = {"huggingface_hub": "huggingface_hub"}
+
+
+def _third_party_imports():
+    """Top-level names of every import under plugins/ that is neither stdlib, ansible nor the collection."""
+    found = {}
+    for path in (ROOT / "plugins").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module]
+            for name in names:
+                top = name.split(".")[0]
+                if top in sys.stdlib_module_names or top in ("ansible", "ansible_collections", "__future__"):
+                    continue
+                found.setdefault(top, set()).add(str(path.relative_to(ROOT)))
+    return found
+
+
+def _requirement_names(text):
+    names = {}
+    for line in text.splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            names[re.split(r"[<>=!~\[; ]", line)[0].lower().replace("-", "_")] = line
+    return names
+
+
+def test_every_controller_import_is_declared():
+    """A new third-party import under plugins/ fails here until requirements.txt names it (or it is
+    host-only and listed in HOST_ONLY with the reason)."""
+    declared = _requirement_names((ROOT / "requirements.txt").read_text())
+    imports = _third_party_imports()
+    assert "huggingface_hub" in imports and "pynvml" in imports, imports  # the scan sees the lazy imports
+    for top, files in sorted(imports.items()):
+        if top in HOST_ONLY:
+            assert files == {"plugins/module_utils/nvml.py"}, (top, files)
+            continue
+        assert top in DISTRIBUTION, "%s is imported by %s: add it to requirements.txt and DISTRIBUTION" % (top, sorted(files))
+        assert DISTRIBUTION[top].lower() in declared, "requirements.txt does not declare %s (imported by %s)" % (top, sorted(files))
+    assert set(declared) == {DISTRIBUTION[t].lower() for t in imports if t not in HOST_ONLY}, declared
+
+
+def test_dev_pin_satisfies_the_declared_range():
+    """The version the suite tests with (requirements-dev.txt) is inside what requirements.txt allows."""
+    from packaging.requirements import Requirement
+
+    dev = {Requirement(v).name.lower(): Requirement(v) for v in _requirement_names((ROOT / "requirements-dev.txt").read_text()).values()}
+    for line in _requirement_names((ROOT / "requirements.txt").read_text()).values():
+        req = Requirement(line)
+        pin = next(iter(dev[req.name.lower()].specifier)).version
+        assert req.specifier.contains(pin), (line, pin)
+
+
+def test_execution_environment_metadata_points_at_shipped_files(installed_collection):
+    meta = yaml.safe_load((ROOT / "meta" / "execution-environment.yml").read_text())
+    assert meta["dependencies"] == {"python": "requirements.txt", "system": "bindep.txt"}
+    installed = installed_collection / "ansible_collections" / "gpufleet" / "vllm"
+    for name in ("requirements.txt", "bindep.txt", "meta/execution-environment.yml"):
+        assert (installed / name).read_text() == (ROOT / name).read_text(), name  # not build_ignored
+    bindep = [line for line in (ROOT / "bindep.txt").read_text().splitlines() if line and not line.startswith("#")]
+    assert all(re.match(r"^[a-z0-9.+-]+( \[platform:(dpkg|rpm)\])?$", line) for line in bindep), bindep
+
+
+def _readme_install_line():
+    """The one `pip install` line of the README's "Use on your fleet" block, as argv after `pip install`."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## Use on your fleet", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    lines = [line.split("#")[0].strip() for line in block.splitlines() if line.strip().startswith("pip install")]
+    assert len(lines) == 1, lines
+    return shlex.split(lines[0])[2:]
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory):
+    """A venv with only the README's packages minus requirements.txt (installed by the test), and the
+    collection built and installed with that venv's ansible-galaxy. Galaxy is unreachable here: the
+    README's ansible.posix / community.general come from the project venv's bundle instead."""
+    base = tmp_path_factory.mktemp("fresh")
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    args = _readme_install_line()
+    assert "-r" in args and args[args.index("-r") + 1] == "requirements.txt", args
+    without_reqs = [a for i, a in enumerate(args) if a != "-r" and (i == 0 or args[i - 1] != "-r")]
+    # pip's own cache (not the project's .venv) keeps this to seconds after the first run.
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q"] + without_reqs, check=True, timeout=900)
+    coll = base / "collections"
+    bundle = pathlib.Path(sys.executable).parent.parent / "lib" / ("python%d.%d" % sys.version_info[:2]) / "site-packages"
+    for name in ("ansible/posix", "community/general"):
+        shutil.copytree(bundle / "ansible_collections" / name, coll / "ansible_collections" / name, symlinks=True)
+    env = _env(venv, coll)
+    subprocess.run([str(venv / "bin" / "ansible-galaxy"), "collection", "build", "--output-path", str(base), str(ROOT)],
+                   check=True, capture_output=True, env=env)
+    tarball = next(base.glob("gpufleet-vllm-*.tar.gz"))
+    subprocess.run([str(venv / "bin" / "ansible-galaxy"), "collection", "install", str(tarball), "-p", str(coll)],
+                   check=True, capture_output=True, env=env)
+    return {"venv": venv, "coll": coll, "base": base, "installed": coll / "ansible_collections" / "gpufleet" / "vllm"}
+
+
+def _env(venv, coll):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANSIBLE_", "PYTHON", "VIRTUAL_ENV"))}
+    env.update(PATH="%s:%s" % (venv / "bin", os.environ.get("PATH", "")), ANSIBLE_COLLECTIONS_PATH=str(coll),
+               ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
+    return env
+
+
+def _plan(fresh, example, hub, cache):
+    """The README's command, from the installed collection (no ansible_python_interpreter override)."""
+    return subprocess.run(
+        [str(fresh["venv"] / "bin" / "ansible-playbook"), "-i", str(ROOT / "inventories" / "examples" / example),
+         str(fresh["installed"] / "playbooks" / "plan.yml"),
+         "-e", "plan_cache_dir=%s" % cache, "-e", "plan_hf_endpoint=%s" % hub.endpoint],
+        capture_output=True, text=True, env=_env(fresh["venv"], fresh["coll"]), timeout=300, check=False)
+
+
+@pytest.fixture(scope="module")
+def hub():
+    sys.path.insert(0, str(ROOT / "tests" / "functional"))
+    from weights_support import FakeHub
+
+    fake = FakeHub()
+    for example in EXAMPLES:
+        model = yaml.safe_load((ROOT / "inventories" / "examples" / example / "group_vars" / "all.yml").read_text())["gpufleet_model_id"]
+        fake.add_commit(model, {"config.json": (CONFIGS / (model.replace("/", "__") + ".config.json")).read_bytes()})
+    fake.start()
+    yield fake
+    fake.stop()
+
+
+def test_readme_reader_plans_every_example(fresh, hub, tmp_path):
+    """Without requirements.txt: one line saying what to install (not the bare import error). With it:
+    every example plans from a model id (config.json fetched from the stand-in hub, nothing else)."""
+    proc = _plan(fresh, EXAMPLES[0], hub, tmp_path / "before")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    assert "pip install -r %s/requirements.txt" % fresh["installed"] in out, out[-3000:]
+    subprocess.run([str(fresh["venv"] / "bin" / "pip"), "install", "-q", "-r", str(fresh["installed"] / "requirements.txt")],
+                   check=True, timeout=900)
+    for example in EXAMPLES:
+        cache = tmp_path / example
+        proc = _plan(fresh, example, hub, cache)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0, (example, out[-4000:])
+        assert "GPU KV cache size" in out, (example, out[-3000:])
+        assert sorted(p.name for p in cache.iterdir() if not p.name.startswith(".")) == ["config.json"], example
+    pip_list = json.loads(subprocess.run([str(fresh["venv"] / "bin" / "pip"), "list", "--format", "json"],
+                                         capture_output=True, text=True, check=True).stdout)
+    assert not {"vllm", "torch", "pynvml", "nvidia-ml-py"} & {p["name"].lower() for p in pip_list}
