@@ -18,9 +18,7 @@ INSTANCES = [{"name": "inst-a", "port": 8101}, {"name": "inst-b", "port": 8102, 
 
 
 def render(**overrides):
-    variables = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
-    variables.update(inventory_hostname="gpu-01", ansible_managed="Ansible managed: test", nginx_instances=INSTANCES)
-    variables.update(overrides)
+    variables = _variables(ansible_managed="Ansible managed: test", **overrides)
     templar = Templar(loader=DataLoader(), variables=variables)
     return templar.template(trust_as_template((ROLE / "templates" / "nginx.conf.j2").read_text()))
 
@@ -54,7 +52,7 @@ def test_defaults_are_streaming_safe():
 def test_drained_instances_are_marked_down(drained, down):
     conf = render(nginx_drained_instances=drained)
     assert [addr for addr, opts in servers(conf) if opts.endswith(" down")] == down
-    assert "proxy_pass http://vllm;" in conf
+    assert "proxy_pass http://vllm/v1/completions;" in conf
 
 
 def test_host_drain_refuses_new_requests_and_fails_health():
@@ -105,11 +103,132 @@ def _validate_task(name):
     ("::1", False, False, True),
 ])
 def test_non_loopback_listen_needs_an_api_key(address, key_set, allow, ok):
-    variables = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
-    variables.update((k, trust_as_template(v)) for k, v in yaml.safe_load((ROLE / "vars" / "main.yml").read_text()).items())
-    variables.update(nginx_listen_address=address, nginx_upstream_api_key_set=key_set, nginx_allow_unauthenticated=allow,
-                     inventory_hostname="gpu-01")
+    variables = _variables(nginx_listen_address=address, nginx_upstream_api_key_set=key_set, nginx_allow_unauthenticated=allow)
     templar = Templar(loader=DataLoader(), variables=variables)
     task = _validate_task("Refuse to publish an unauthenticated API beyond this host")
     results = [templar.template(trust_as_template("{{ (%s) | bool }}" % cond)) for cond in task["ansible.builtin.assert"]["that"]]
     assert all(results) is ok
+
+
+# ---- issue 27 HIGH 1: the front forwards an allow-list only ----------------------------------------
+# vLLM's AuthenticationMiddleware checks the key only when the path starts with /v1
+# (vllm/entrypoints/openai/server_utils.py: `if url_path.startswith("/v1") and not self.verify_token(...)`),
+# so /invocations, /tokenize, /pause ... answered through `location /` without a key (issue 27).
+
+def _locations(conf):
+    return dict(re.findall(r"^\s*location (= \S+|\^~ \S+|/) \{(.*?)\n\s*\}", conf, flags=re.M | re.S))
+
+
+def test_only_the_allow_list_reaches_the_instances():
+    conf = render()
+    locations = _locations(conf)
+    forwarded = sorted(k[2:] for k, body in locations.items() if "proxy_pass" in body)
+    assert forwarded == sorted(["/v1/models", "/v1/completions", "/v1/chat/completions", "/v1/embeddings", "/v1/responses"])
+    for path in forwarded:
+        # the upstream gets nginx's normalized path, not the client's spelling (/v1/x/../../invocations)
+        assert "proxy_pass http://vllm%s;" % path in locations["= " + path]
+    catch_all = locations["/"]
+    assert "proxy_pass" not in catch_all and "return 404" in catch_all
+    assert "add_header X-Gpufleet-Front denied always;" in catch_all
+    assert conf.count("proxy_pass") == len(forwarded)
+    assert conf.count("{") == conf.count("}")
+
+
+def test_drained_host_refuses_every_forwarded_path():
+    conf = render(nginx_host_drained=True, nginx_api_paths=["/v1/models", "/v1/completions"])
+    locations = _locations(conf)
+    for path in ("/v1/models", "/v1/completions"):
+        assert "return 503" in locations["= " + path] and "Retry-After 30" in locations["= " + path]
+    assert "return 404" in locations["/"]
+
+
+def test_ipv6_loopback_renders_a_listen_line_nginx_accepts():
+    """issue 27 LOW: `listen ::1:80;` is refused by nginx -t; `[::1]:80` is the form it takes."""
+    assert "listen [::1]:80;" in render(nginx_listen_address="::1")
+    assert "listen [::1]:80;" in render(nginx_listen_address="[::1]")
+    assert "listen 80;" in render(nginx_listen_address="")
+
+
+def _variables(**overrides):
+    variables = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    variables.update((k, trust_as_template(v) if isinstance(v, str) else v)
+                     for k, v in yaml.safe_load((ROLE / "vars" / "main.yml").read_text()).items())
+    variables.update(inventory_hostname="gpu-01", nginx_instances=INSTANCES)
+    variables.update(overrides)
+    return variables
+
+
+def validate_failures(**overrides):
+    """The names of the validate.yml asserts that fail for these variables (Ansible's own templating)."""
+    templar = Templar(loader=DataLoader(), variables=_variables(**overrides))
+    failed = []
+    for task in yaml.safe_load((ROLE / "tasks" / "validate.yml").read_text()):
+        check = task.get("ansible.builtin.assert")
+        if not check or task.get("when") == "nginx_tls_enabled | bool" and not overrides.get("nginx_tls_enabled"):
+            continue
+        local = Templar(loader=DataLoader(), variables=dict(templar.available_variables,
+                                                             **{k: trust_as_template(v) for k, v in (task.get("vars") or {}).items()}))
+        conditions = check["that"] if isinstance(check["that"], list) else [check["that"]]
+        if not all(local.template(trust_as_template("{{ (%s) | bool }}" % c)) for c in conditions):
+            failed.append(task["name"])
+    return failed
+
+
+def test_defaults_pass_validation():
+    assert validate_failures() == []
+
+
+VALUES = "Check every value that is written into nginx.conf (no line breaks, `;` or braces)"
+PATHS = "Check the forwarded API paths (nginx_api_paths)"
+NAMES = "Check the instance names and addresses (they are written into nginx.conf)"
+
+
+@pytest.mark.parametrize("overrides, failing", [
+    # the forwarded paths: only exact /v1/ paths, never vLLM's unauthenticated routes or admin ones
+    ({"nginx_api_paths": ["/v1/models", "/invocations"]}, PATHS),
+    ({"nginx_api_paths": ["/tokenize"]}, PATHS),
+    ({"nginx_api_paths": ["/"]}, PATHS),
+    ({"nginx_api_paths": ["/v1"]}, PATHS),
+    ({"nginx_api_paths": ["/v1/../invocations"]}, PATHS),
+    ({"nginx_api_paths": ["/v1/models\n"]}, PATHS),
+    ({"nginx_api_paths": ["/v1/models { return 200; } location /"]}, PATHS),
+    ({"nginx_api_paths": ["/v1/load_lora_adapter"]}, PATHS),
+    ({"nginx_api_paths": []}, PATHS),
+    # listen values were checked by prefix (`is match('^127\.')`) and injected directives
+    ({"nginx_listen_address": "127.0.0.1:80; include /etc/nginx/evil.conf; listen 0.0.0.0"}, VALUES),
+    ({"nginx_listen_address": "127.0.0.1\n"}, VALUES),
+    ({"nginx_listen_address": "gpu-01.example"}, VALUES),
+    ({"nginx_server_name": "_;\n include /tmp/x.conf"}, VALUES),
+    ({"nginx_server_name": "_\n"}, VALUES),
+    ({"nginx_health_path": "/gpufleet/health { } location /invocations"}, VALUES),
+    ({"nginx_proxy_read_timeout": "3600s;\nproxy_pass http://evil"}, VALUES),
+    ({"nginx_proxy_read_timeout": "3600s\n"}, VALUES),
+    ({"nginx_access_log": "/var/log/a.log;\ninclude /tmp/x"}, VALUES),
+    ({"nginx_instances": [{"name": "a\n        server 10.9.9.9:80", "port": 8101}]}, NAMES),
+    ({"nginx_instances": [{"name": "a", "port": 8101, "host": "10.0.0.7:9 backup; server 1.2.3.4"}]}, NAMES),
+])
+def test_values_that_would_inject_directives_are_refused(overrides, failing):
+    assert failing in validate_failures(**overrides)
+
+
+@pytest.mark.parametrize("overrides", [
+    {"nginx_listen_address": "::1"},
+    {"nginx_listen_address": "[::1]"},
+    {"nginx_listen_address": "10.0.0.5", "nginx_upstream_api_key_set": True},
+    {"nginx_listen_address": "", "nginx_upstream_api_key_set": True},
+    {"nginx_listen_address": "fd00::5", "nginx_upstream_api_key_set": True},
+    {"nginx_api_paths": ["/v1/models", "/v1/audio/transcriptions", "/v1/rerank"]},
+    {"nginx_server_name": "api.example.com www.example.com"},
+    {"nginx_instances": [{"name": "inst-a", "port": 8101, "host": "[fd00::7]"}]},
+])
+def test_good_values_pass(overrides):
+    assert validate_failures(**overrides) == []
+
+
+@pytest.mark.parametrize("address, loopback", [
+    ("127.0.0.1", True), ("127.0.1.1", True), ("::1", True), ("localhost", True),
+    ("127.0.0.1:80; include /x", False), ("127.evil", False), ("10.0.0.5", False), ("", False),
+])
+def test_loopback_is_a_whole_address(address, loopback):
+    templar = Templar(loader=DataLoader(), variables=_variables(nginx_listen_address=address))
+    assert templar.template(trust_as_template("{{ _nginx_loopback | bool }}")) is loopback

@@ -3,13 +3,14 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Read a streamed completion through nginx and print when each event arrived (JSON).
 
-Usage: stream_probe.py URL [EVENTS [INTERVAL]]. Prints {"status", "headers", "arrivals": [seconds since request, ...],
+Usage: stream_probe.py URL [EVENTS [INTERVAL]] (the API key in GPUFLEET_PROBE_KEY). Prints {"status", "headers", "arrivals": [seconds since request, ...],
 "instances": [...], "done": bool}. Events that arrive spread out over time show that nothing on
 the way buffered the stream.
 """
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import urllib.request
@@ -24,7 +25,8 @@ def main():
         body["interval"] = float(sys.argv[3])
     request = urllib.request.Request(
         url, data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"}, method="POST")
+        headers={"Content-Type": "application/json",
+                 "Authorization": "Bearer " + os.environ.get("GPUFLEET_PROBE_KEY", "")}, method="POST")
     start = time.monotonic()
     arrivals, instances, done = [], [], False
     with urllib.request.urlopen(request, timeout=120) as response:
