@@ -4,10 +4,12 @@
 """Named GPU profiles for planning on hardware you do not have yet.
 
 Each memory figure is what the driver reports for one GPU, never the marketing size, with
-where it was read. ``memory_total_bytes`` is the CUDA total (cudaMemGetInfo /
-deviceQuery, what vLLM's requested = util x total uses) where a public output gives it,
-else nvidia-smi's memory.total in MiB x 2^20 (the two agree on most parts; on H200 and
-A100 CUDA reports less). Pure Python, no Ansible import.
+where it was read. ONE definition for every ``gpus`` declaration (a profile here, a declared
+``memory_total_bytes``, or gpu_facts): ``memory_total_bytes`` is the driver's NVML total, what
+``nvidia-smi --query-gpu=memory.total`` prints in MiB x 2^20 and what gpu_facts reports. vLLM's
+``requested = util x total`` uses the CUDA total (cudaMemGetInfo), which is below it by the driver's
+reservation; the planner takes that gap off once (``cuda_total``, from ``CUDA_GAPS``).
+Pure Python, no Ansible import.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -35,30 +37,54 @@ PROFILES = {
         "source": "nvidia-smi 46068 MiB (https://github.com/modal-labs/modal-client/pull/2797)",
     },
     "a100-40gb": {
-        "name": "NVIDIA A100-SXM4-40GB", "memory_total_bytes": 42298834944, "compute_capability": "8.0",
-        "source": "CUDA deviceQuery 'Total amount of global memory: 40339 MBytes (42298834944 bytes)' "
-                  "(https://github.com/bottlerocket-os/bottlerocket/pull/3873); nvidia-smi says 40960 MiB (modal-client#2797)",
+        "name": "NVIDIA A100-SXM4-40GB", "memory_total_bytes": 40960 * MIB, "compute_capability": "8.0",
+        "source": "nvidia-smi 40960 MiB (modal-client#2797); CUDA deviceQuery 'Total amount of global memory: 40339 MBytes "
+                  "(42298834944 bytes)' (https://github.com/bottlerocket-os/bottlerocket/pull/3873): CUDA_GAPS",
     },
     "a100-80gb": {
-        "name": "NVIDIA A100-SXM4-80GB", "memory_total_bytes": 81251 * MIB, "compute_capability": "8.0",
-        "source": "CUDA deviceQuery 'Total amount of global memory: 81251 MBytes' (search-tool file id 54573392711); "
-                  "nvidia-smi 81252MiB on driver 450 (https://github.com/keyu-tian/SparK/issues/8): below 80 GiB; "
-                  "newer drivers' nvidia-smi prints 81920 MiB (modal-client#2797; 'NVIDIA A100 80GB PCIe, 81920 MiB' on "
-                  "drivers 535 to 595, search-tool file ids 63162668273, 68922542039), above what CUDA gives vLLM",
+        "name": "NVIDIA A100-SXM4-80GB", "memory_total_bytes": 81920 * MIB, "compute_capability": "8.0",
+        "source": "nvidia-smi 81920 MiB on drivers 535 to 595 (modal-client#2797; 'NVIDIA A100 80GB PCIe, 81920 MiB', "
+                  "search-tool file ids 63162668273, 68922542039); CUDA deviceQuery 'Total amount of global memory: 81251 "
+                  "MBytes' (search-tool file id 54573392711): CUDA_GAPS. Driver 450's nvidia-smi printed 81252 MiB "
+                  "(https://github.com/keyu-tian/SparK/issues/8)",
     },
     "h100": {
         "name": "NVIDIA H100 80GB HBM3", "memory_total_bytes": 81559 * MIB, "compute_capability": "9.0",
         "source": "nvidia-smi 81559 MiB = 85520809984 bytes (https://github.com/modal-labs/modal-client/pull/2797)",
     },
     "h200": {
-        "name": "NVIDIA H200", "memory_total_bytes": 150109880320, "compute_capability": "9.0",
-        "source": "cudaMemGetInfo total measured on this project's H200 host (notes/GPU_HOST.md); nvidia-smi says 143771 MiB",
+        "name": "NVIDIA H200", "memory_total_bytes": 143771 * MIB, "compute_capability": "9.0",
+        "source": "nvidia-smi and NVML 143771 MiB = 150754820096 B on this project's 2 x H200 host "
+                  "(tests/fixtures/gpu-acceptance/gpu_facts.json); CUDA 150109880320 B there: CUDA_GAPS",
     },
     "b200": {
         "name": "NVIDIA B200", "memory_total_bytes": 183359 * MIB, "compute_capability": "10.0",
         "source": "nvidia-smi 183359 MiB, compute capability 10.0, driver 595.71.05 (search-tool file id 56960514481)",
     },
 }
+
+
+# NVML total - CUDA total (cudaMemGetInfo, what vLLM's util x total uses), per GPU name, where both were seen.
+CUDA_GAPS = {
+    # 150754820096 (gpu_facts.json, NVML) - 150109880320 (vLLM 0.26.0's "Free memory on device (139.29/139.8 GiB)"
+    # and torch.cuda.mem_get_info on the same host, notes/GPU_HOST.md) = 615.06 MiB.
+    "NVIDIA H200": 644939776,
+    # 81920 MiB (nvidia-smi) - 81251 MiB (deviceQuery), the a100-80gb sources above.
+    "NVIDIA A100-SXM4-80GB": (81920 - 81251) * MIB,
+    "NVIDIA A100 80GB PCIe": (81920 - 81251) * MIB,
+    # 40960 MiB (nvidia-smi) - 42298834944 B (deviceQuery), the a100-40gb sources above.
+    "NVIDIA A100-SXM4-40GB": 40960 * MIB - 42298834944,
+}
+# A GPU whose two totals were not both seen: the H200's measured gap (the driver's reservation is of that
+# order on data-centre parts; taking it off keeps the utilization estimate from landing above the engine).
+DEFAULT_CUDA_GAP = 644939776
+
+
+def cuda_total(name, nvml_total_bytes):
+    """The CUDA total vLLM sizes from, for a GPU whose declared/NVML total is ``nvml_total_bytes``."""
+    if not nvml_total_bytes:
+        return nvml_total_bytes
+    return int(nvml_total_bytes) - CUDA_GAPS.get(str(name or ""), DEFAULT_CUDA_GAP)
 
 
 class ProfileError(ValueError):

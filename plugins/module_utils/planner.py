@@ -11,6 +11,7 @@ import math
 import shlex
 import re
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils import hardware_profiles as hp
 from ansible_collections.gpufleet.vllm.plugins.module_utils import kv_capacity as kv
 from ansible_collections.gpufleet.vllm.plugins.module_utils import model_families as fam
 from ansible_collections.gpufleet.vllm.plugins.module_utils import multinode as mn
@@ -26,9 +27,8 @@ GIB = kv.GIB
 # G GiB for CUDAGraph memory" line; calibrate memory_overhead_bytes from that line for other setups.
 OVERHEAD_NON_TORCH = int(0.25 * GIB)  # measured 0.22 GiB (TP1) and 0.06 GiB (TP2)
 OVERHEAD_CUDAGRAPH = int(0.5 * GIB)   # not measured here (the runs were eager); 0 with --enforce-eager
-# vLLM's total is cudaMemGetInfo's, below NVML's (what gpu_facts reports): H200 150,754,820,096 B vs
-# 150,109,880,320 B = 615 MiB (both seen on the acceptance host).
-CUDA_RESERVED = 615 * 1024 ** 2
+# vLLM's total is cudaMemGetInfo's, below NVML's (what gpu_facts and every gpus declaration give): the gap is
+# taken off once, by hardware_profiles.cuda_total (H200: 150,754,820,096 B vs 150,109,880,320 B).
 
 
 def _f(level, code, message, fix):
@@ -60,7 +60,7 @@ def _oom_check(kv_bytes, weights_rank, overhead, mem_total):
         return []
     return [_f("error", "kv_memory_exceeds_gpu",
                "kv_cache_memory_bytes %.2f GiB + weights %.2f GiB + overhead %.2f GiB (activation peak, CUDA graphs, "
-               "non-torch) per GPU exceed the GPU's %.2f GiB: vLLM would run out of memory"
+               "non-torch) per GPU exceed the GPU's %.2f GiB (CUDA's total, after the driver's reservation): vLLM would run out of memory"
                % (kv_bytes / GIB, weights_rank / GIB, overhead / GIB, mem_total / GIB),
                "lower kv_cache_memory_bytes to at most %d, or raise tensor_parallel_size"
                % max(mem_total - weights_rank - overhead, 0))]
@@ -123,7 +123,7 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     nodes, tp, pp, per_host, hw, cpu, hf = _layout_and_hardware(p, cfg, weights_total)
     findings += hf
     gpu0 = hw["gpus"][0] if hw["gpus"] else {}
-    mem_total = gpu0.get("memory_total_bytes") or 0
+    mem_total = hp.cuda_total(gpu0.get("name"), gpu0.get("memory_total_bytes")) or 0  # the CUDA total vLLM sizes from
     cc = None if hw.get("assumed") else gpu0.get("compute_capability")
     kv_dtype = p.get("kv_cache_dtype") or "auto"
     findings += _head_and_dtype_findings(cfg, tp, kv_dtype, cc)
@@ -270,13 +270,13 @@ def _kv_memory(p, cfg, raw_config, tp, pp, weights_total, mem_total):
     u = util if util is not None else 0.92
     eager = "--enforce-eager" in (p.get("extra_args") or [])
     overhead = p.get("memory_overhead_bytes") or default_overhead(cfg, tp, mem_total, _intermediate_size(raw_config), eager)
-    requested = int(math.ceil(u * (mem_total - CUDA_RESERVED)))
+    requested = int(math.ceil(u * mem_total))
     available = requested - weights_rank - overhead
     estimate = {"requested_bytes": requested, "weights_bytes_per_rank": weights_rank, "overhead_bytes": overhead}
     findings.append(_f("info", "kv_estimate",
                        "KV memory is an estimate: %.2f GiB = %.2f x %.2f GiB - weights %.2f GiB - overhead %.2f GiB"
                        " (activation peak, CUDA graphs, non-torch)"
-                       % (available / GIB, u, (mem_total - CUDA_RESERVED) / GIB, weights_rank / GIB, overhead / GIB),
+                       % (available / GIB, u, mem_total / GIB, weights_rank / GIB, overhead / GIB),
                        "set kv_cache_memory_bytes for exact figures, or calibrate memory_overhead_bytes from the boot log"))
     if available <= 0:
         findings.append(_f("error", "no_kv_memory", "weights and overhead leave no KV memory on each GPU",

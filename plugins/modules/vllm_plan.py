@@ -62,6 +62,9 @@ options:
       - Or a named profile C({profile, count}) with optional C(numa_nodes) and C(nvlink_islands); profiles
         C(rtx3090), C(rtx4090), C(rtx5090), C(l40s), C(a100-40gb), C(a100-80gb), C(h100), C(h200), C(b200) carry
         the memory the driver reports (sources in C(plugins/module_utils/hardware_profiles.py)).
+      - Every form holds the same total in C(memory_total_bytes) - the driver's NVML total, what
+        C(nvidia-smi --query-gpu=memory.total) prints and gpu_facts reports - and the planner takes the gap to
+        the CUDA total vLLM sizes from off once (measured per GPU model; H200 615 MiB).
       - When omitted, the planner assumes exactly the GPUs the parallelism needs, with no memory limit.
     type: dict
   tensor_parallel_size:
