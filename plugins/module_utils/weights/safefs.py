@@ -8,7 +8,10 @@ file in it with a link between two of our calls. So below ``dest`` every open, c
 chown/chmod and delete goes through a folder file descriptor (``dir_fd=``) opened with
 ``O_NOFOLLOW | O_DIRECTORY`` component by component (openat-style): a link anywhere below ``dest``
 is refused with a clear error instead of being followed (ELOOP/ENOTDIR become a
-:class:`WeightsError` naming the path). ``dest`` itself is the operator's path and is followed.
+:class:`WeightsError` naming the path). ``dest`` itself and its parents are walked the same way from
+``/``: a link on that path is followed only when root (or the user running the module) owns it - the
+operator's own layout, e.g. ``/models -> /srv/models`` - and refused when anyone else does (the
+service account owns the store and could swap ``dest`` for a link to ``/etc/systemd/system``).
 """
 
 from __future__ import annotations
@@ -34,11 +37,52 @@ def link_refused(where, exc=None):
                         "change: remove it (the module recreates what it needs) and rerun" % (where, why), path=where)
 
 
+MAX_LINKS = 40  # as the kernel's own limit on links followed in one lookup
+
+
+def trusted_link(st):
+    """A link on dest's path that may be followed: root's or the running user's own."""
+    return st.st_uid in (0, os.geteuid())
+
+
 def open_root(path, create=False, mode=0o755):
-    """A folder fd for the operator's own path (``dest``), created (with parents) when asked."""
-    if create and not os.path.isdir(path):
-        os.makedirs(path, mode)
-    return os.open(path, os.O_RDONLY | DIRECTORY | CLOEXEC)
+    """A folder fd for ``dest``, walked from ``/`` one component at a time (missing ones created
+    when asked): links owned by someone else are refused, never followed (see the module docstring)."""
+    parts, followed, fd = [p for p in path.split("/") if p], 0, os.open("/", os.O_RDONLY | DIRECTORY | CLOEXEC)
+    done = []
+    try:
+        while parts:
+            name = parts.pop(0)
+            where = "/" + "/".join(done + [name])
+            if name in (".", ".."):  # from a link's target (dest itself is made absolute and normal first)
+                done = done[:-1] if name == ".." else done
+                os.close(fd)
+                fd = open_dirs(os.open("/", os.O_RDONLY | DIRECTORY | CLOEXEC), done, "")
+                continue
+            st = lstat_at(fd, name)
+            if st is None and create:
+                os.mkdir(name, mode, dir_fd=fd)
+            elif st is not None and stat.S_ISLNK(st.st_mode):
+                if not trusted_link(st) or followed >= MAX_LINKS:
+                    raise WeightsError("%s is a symbolic link owned by uid %d, not root: model_weights runs as root and "
+                                       "never follows a link another user can change on the path of dest (it could "
+                                       "point at /etc). Replace it by a real folder, or set dest to the real path"
+                                       % (where, st.st_uid), path=where)
+                followed += 1
+                target = os.readlink(name, dir_fd=fd)
+                parts = [p for p in target.split("/") if p] + parts
+                if target.startswith("/"):
+                    os.close(fd)
+                    fd, done = os.open("/", os.O_RDONLY | DIRECTORY | CLOEXEC), []
+                continue
+            child = open_dir(fd, name, where)
+            os.close(fd)
+            fd = child
+            done.append(name)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def open_dir(parent_fd, name, where, create=False, mode=0o755):

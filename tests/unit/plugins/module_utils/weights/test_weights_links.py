@@ -179,3 +179,52 @@ def test_local_source_link_named_in_a_manifest_is_refused(tmp_path, victim, loca
     with pytest.raises(WeightsError) as err:
         sources.LocalSource(None, str(local_src), str(manifest), None, None, 1)
     assert "tokenizer.json" in err.value.message
+
+
+# ---- issue 27 HIGH 3: dest (or a parent below the store root) swapped for a link by the store's owner ----
+# The layout model_storage makes (roles/model_storage/defaults/main.yml): model_storage_path (/srv/models)
+# owned by the service account, mode 0755; model_weights' dest is a folder in it, root runs the module
+# with owner=<the account>. The account can replace dest (or a folder on its path) with a link of its own.
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the attack is a link owned by another uid")
+
+
+@pytest.fixture
+def store(tmp_path):
+    path = tmp_path / "srv-models"
+    path.mkdir(mode=0o755)
+    if os.geteuid() == 0:
+        os.lchown(str(path), OTHER_UID, OTHER_UID)
+    return path
+
+
+def planted_link(target, at):
+    os.symlink(str(target), str(at))
+    os.lchown(str(at), OTHER_UID, OTHER_UID)
+
+
+@root_only
+def test_dest_swapped_for_the_accounts_link_to_a_root_folder_is_refused_and_not_chowned(store, victim):
+    planted_link(victim, store / "Qwen3-32B")
+    with pytest.raises(WeightsError) as err:
+        snapshot.sync(str(store / "Qwen3-32B"), MemSource(), attrs=snapshot.safefs.Attrs(OTHER_UID, OTHER_UID, 0o644))
+    assert "Qwen3-32B is a symbolic link owned by uid 65534" in err.value.message
+    assert os.stat(str(victim)).st_uid == 0 and os.stat(str(victim / "secret")).st_uid == 0
+    assert sorted(os.listdir(str(victim))) == ["secret", "tmp"]
+
+
+@root_only
+def test_a_parent_below_the_store_root_swapped_for_a_link_is_refused(store, victim):
+    planted_link(victim, store / "Qwen")
+    with pytest.raises(WeightsError) as err:
+        snapshot.sync(str(store / "Qwen" / "Qwen3-32B"), MemSource(), attrs=snapshot.safefs.Attrs(OTHER_UID, OTHER_UID))
+    assert "srv-models/Qwen is a symbolic link owned by uid 65534" in err.value.message
+    assert sorted(os.listdir(str(victim))) == ["secret", "tmp"] and os.stat(str(victim)).st_uid == 0
+
+
+@root_only
+def test_the_operators_own_link_on_the_path_is_followed(tmp_path, store):
+    """A root-owned link (the operator's layout, /models -> /srv/models) is still followed, relative ones too."""
+    os.symlink("srv-models", str(tmp_path / "models"))
+    result = snapshot.sync(str(tmp_path / "models" / "m"), MemSource())
+    assert (store / "m" / "config.json").read_bytes() == FILES["config.json"]
+    assert result["changed"]
