@@ -11,6 +11,7 @@ import math
 import shlex
 import re
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils import engine_memory as em
 from ansible_collections.gpufleet.vllm.plugins.module_utils import hardware_profiles as hp
 from ansible_collections.gpufleet.vllm.plugins.module_utils import kv_capacity as kv
 from ansible_collections.gpufleet.vllm.plugins.module_utils import model_families as fam
@@ -26,26 +27,37 @@ GIB = kv.GIB
 # "Actual usage is W GiB for weight, A GiB for peak activation, N GiB for non-torch memory, and
 # G GiB for CUDAGraph memory" line; calibrate memory_overhead_bytes from that line for other setups.
 OVERHEAD_NON_TORCH = int(0.25 * GIB)  # measured 0.22 GiB (TP1) and 0.06 GiB (TP2)
-OVERHEAD_CUDAGRAPH = int(0.5 * GIB)   # not measured here (the runs were eager); 0 with --enforce-eager
-# vLLM's total is cudaMemGetInfo's, below NVML's (what gpu_facts and every gpus declaration give): the gap is
-# taken off once, by hardware_profiles.cuda_total (H200: 150,754,820,096 B vs 150,109,880,320 B).
+OVERHEAD_CUDAGRAPH = int(0.5 * GIB)   # V2 runner, graphs on: vLLM subtracts no graph memory (engine_memory);
+# this term is kept as the margin the dense graphs-on runs needed (0.13-0.43 % under the engine, issue 28)
+# until the graphs-0.26.0 logs recalibrate the V2 activation peak. 0 with --enforce-eager.
+# V1 runner (0.26.0: MoE and hybrid), graphs on, PROVISIONAL from the outside check of issue 28 (graph estimate
+# 0.6-1.0 GiB, profiling peak 2.7-3.6 GiB on one H200): the upper graph figure, and the sampler warm-up over
+# max_num_seqs requests with top-k/top-p (V1 _dummy_sampler_run sorts the fp32 logits) as 6 logits copies.
+OVERHEAD_V1_CUDAGRAPH = int(1.0 * GIB)
+V1_SAMPLER_LOGITS_COPIES = 6
 
 
 def _f(level, code, message, fix):
     return va.finding(level, code, message, fix)
 
 
-def default_overhead(cfg, tp, memory_total, intermediate=None, eager=False):
+def default_overhead(cfg, tp, memory_total, intermediate=None, eager=False, runner="v2"):
     """Activation peak of the profile run + CUDA graphs + non-torch memory, per GPU.
 
     Activation: the MLP's gate/up output for max_num_batched_tokens (8192 on >= 70 GiB GPUs, else
     2048) plus fp32 logits for max_num_seqs (1024 / 256) dummy requests. On 0.26.0 / H200 this gives
-    1.11 GiB for Qwen3-14B (measured 1.14) and 0.97 GiB for Qwen3-32B TP2 (measured 1.01)."""
+    1.11 GiB for Qwen3-14B (measured 1.14) and 0.97 GiB for Qwen3-32B TP2 (measured 1.01). The V1 runner
+    (engine_memory.model_runner) adds its graph estimate and its sampler's sort copies when graphs are on."""
     large = (memory_total or 0) >= 70 * GIB
     batched, seqs = (8192, 1024) if large else (2048, 256)
     inter = intermediate or 4 * (cfg.get("hidden_size") or 0)
-    activation = batched * 2 * (inter // max(tp, 1)) * cfg.get("dtype_bytes", 2) + seqs * (cfg.get("vocab_size") or 0) * 4
-    return OVERHEAD_NON_TORCH + (0 if eager else OVERHEAD_CUDAGRAPH) + activation
+    logits = seqs * (cfg.get("vocab_size") or 0) * 4
+    activation = batched * 2 * (inter // max(tp, 1)) * cfg.get("dtype_bytes", 2) + logits
+    if eager:
+        return OVERHEAD_NON_TORCH + activation
+    if runner == "v1":
+        return OVERHEAD_NON_TORCH + OVERHEAD_V1_CUDAGRAPH + activation + (V1_SAMPLER_LOGITS_COPIES - 1) * logits
+    return OVERHEAD_NON_TORCH + OVERHEAD_CUDAGRAPH + activation
 
 
 def _intermediate_size(raw_config):
@@ -268,11 +280,11 @@ def _kv_memory(p, cfg, raw_config, tp, pp, weights_total, mem_total):
         return weights_rank, None, None, findings
     util = p.get("gpu_memory_utilization")
     u = util if util is not None else 0.92
-    eager = "--enforce-eager" in (p.get("extra_args") or [])
-    overhead = p.get("memory_overhead_bytes") or default_overhead(cfg, tp, mem_total, _intermediate_size(raw_config), eager)
+    overhead, weights_kv, estimate, cf = _overhead(p, cfg, raw_config, tp, mem_total, weights_rank)
+    findings += cf
     requested = int(math.ceil(u * mem_total))
-    available = requested - weights_rank - overhead
-    estimate = {"requested_bytes": requested, "weights_bytes_per_rank": weights_rank, "overhead_bytes": overhead}
+    available = requested - weights_kv - overhead
+    estimate.update({"requested_bytes": requested, "weights_bytes_per_rank": weights_kv, "overhead_bytes": overhead})
     findings.append(_f("info", "kv_estimate",
                        "KV memory is an estimate: %.2f GiB = %.2f x %.2f GiB - weights %.2f GiB - overhead %.2f GiB"
                        " (activation peak, CUDA graphs, non-torch)"
@@ -283,6 +295,29 @@ def _kv_memory(p, cfg, raw_config, tp, pp, weights_total, mem_total):
                            "raise tensor_parallel_size or gpu_memory_utilization, or use a smaller/quantized checkpoint"))
         available = None
     return weights_rank, available, estimate, findings
+
+
+def _overhead(p, cfg, raw_config, tp, mem_total, weights_rank):
+    """(overhead, weights as the engine counts them, estimate fields, findings): from an engine's boot log
+    (calibration_log), memory_overhead_bytes, or the model of the runner the release uses."""
+    runner, reason = em.model_runner(cfg, p.get("vllm_version") or "0.33.0", p.get("speculative_method") if p.get("num_speculative_tokens") else None,
+                                     p.get("environment"))
+    est = {"model_runner": runner, "model_runner_reason": reason}
+    if p.get("calibration_log"):
+        try:
+            cal = em.calibration_from_log(p["calibration_log"])
+        except em.CalibrationError as exc:
+            return 0, weights_rank, est, [_f("error", "calibration_log_unusable", str(exc), "give the whole boot log of one engine")]
+        est.update(calibrated=True, calibration=cal)
+        terms = tuple(cal[k] / GIB for k in ("weights_bytes", "activation_bytes", "non_torch_bytes", "cudagraph_bytes"))
+        found = _f("info", "kv_calibrated",
+                   "KV memory from the engine's own boot log: weights %.2f, activation %.2f, non-torch %.2f, CUDA graphs %.2f GiB"
+                   % terms + " (%s runner)" % cal["runner"],
+                   "re-calibrate after changing the model, TP, max_num_seqs, max_num_batched_tokens or the vLLM release")
+        return em.calibrated_overhead(cal), em.calibrated_weights(cal), est, [found]
+    eager = "--enforce-eager" in (p.get("extra_args") or [])
+    overhead = p.get("memory_overhead_bytes") or default_overhead(cfg, tp, mem_total, _intermediate_size(raw_config), eager, runner)
+    return overhead, weights_rank, est, []
 
 
 def _capacity(p, cfg, tp, pp, kv_dtype, available, max_len, cc, version, cpu, earlier_findings):

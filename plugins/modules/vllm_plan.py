@@ -115,6 +115,16 @@ options:
       - Per-GPU non-KV memory besides weights (activation peak, CUDA graphs, non-torch) for the utilization-only estimate.
       - Calibrate it from vLLM's boot log line C(Actual usage is X GiB for consumed memory, Y GiB for peak activation, Z GiB for CUDAGraph memory).
     type: int
+  calibration_log:
+    description:
+      - The boot log of one engine of this model, TP, release and scheduler settings, started with
+        C(--gpu-memory-utilization) (C(journalctl -u vllm-<instance>), or a GPU acceptance case's C(.engine.log)).
+      - The utilization estimate then uses that engine's own terms (the C(Actual usage is W GiB for weight, A GiB for peak
+        activation, N GiB for non-torch memory, and G GiB for CUDAGraph memory) line), each taken at the top of its
+        2-decimal rounding so the plan stays at or below the engine's figure; it overrides O(memory_overhead_bytes).
+      - Without it the estimate models the model runner the release uses for the model family
+        (C(capacity.estimate.model_runner), C(plugins/module_utils/engine_memory.py)).
+    type: str
   block_size:
     description: Explicit C(--block-size) for the arithmetic only (hybrid models raise it). Not rendered; use O(extra_args) to pass it.
     type: int
@@ -323,6 +333,7 @@ ARGUMENT_SPEC = dict(
     kv_cache_memory_bytes=dict(type="int"),
     gpu_memory_utilization=dict(type="float"),
     memory_overhead_bytes=dict(type="int"),
+    calibration_log=dict(type="str"),
     block_size=dict(type="int"),
     enable_prefix_caching=dict(type="bool", default=True),
     num_speculative_tokens=dict(type="int", default=0, no_log=False),

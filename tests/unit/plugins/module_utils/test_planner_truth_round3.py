@@ -95,3 +95,62 @@ def test_oom_check_uses_the_cuda_total():
     params["kv_cache_memory_bytes"] = cuda - weights - GIB
     codes = [f["code"] for f in build_plan(params, raw, "unused", weights_total=weights, weights_source="index")["findings"]]
     assert "kv_memory_exceeds_gpu" not in codes
+
+
+ALL_CASES = _json(ACC, "results.json")["cases"]
+
+
+@pytest.mark.parametrize("case", ALL_CASES, ids=[c["id"] for c in ALL_CASES])
+def test_runner_table_matches_the_engines_own_choice(case):
+    """vLLM 0.26.0 logs "Using V2 Model Runner" for the dense cases only (MoE and hybrid stay on V1)."""
+    from ansible_collections.gpufleet.vllm.plugins.module_utils import engine_memory as em
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.model_config import parse_config
+
+    cfg = parse_config(_json(FIXTURES, "model-configs", case["model"] + ".config.json"))
+    spec = "mtp" if "--speculative-config" in case["argv"] else None
+    runner, reason = em.model_runner(cfg, "0.26.0", spec)
+    logged = "Using V2 Model Runner" in _read(ACC, "cases", case["id"] + ".engine.log")
+    assert (runner == "v2") is logged, reason
+
+
+def test_runner_override_and_releases():
+    from ansible_collections.gpufleet.vllm.plugins.module_utils import engine_memory as em
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.model_config import parse_config
+
+    moe = parse_config(_json(FIXTURES, "model-configs", "Qwen__Qwen3-30B-A3B.config.json"))
+    assert em.model_runner(moe, "0.26.0")[0] == "v1"
+    assert em.model_runner(moe, "0.32.0")[0] == "v2"      # 0.32.0: V2 for every family
+    assert em.model_runner(moe, "0.25.0")[0] == "v1"      # not read: the runner that takes more off
+    assert em.model_runner(moe, "0.26.0", environment={"VLLM_USE_V2_MODEL_RUNNER": "1"})[0] == "v2"
+    assert em.model_runner(moe, "0.32.0", speculative_method="ngram")[0] == "v1"
+
+
+@pytest.mark.parametrize("case", UTIL_CASES, ids=[c["id"] for c in UTIL_CASES])
+def test_calibration_from_the_engines_boot_log(case):
+    """Fed its own boot log, the plan is at most 0.05 % under the engine's KV tokens and never above."""
+    log = _read(ACC, "cases", case["id"] + ".engine.log")
+    got = _calibrated_plan(case, log)
+    cap = got["capacity"]
+    assert cap["estimate"]["calibrated"] is True and "kv_calibrated" in [f["code"] for f in got["findings"]]
+    assert cap["kv_cache_tokens"] <= case["logged_kv_tokens"]
+    assert cap["kv_cache_tokens"] >= case["logged_kv_tokens"] * (1 - 0.0005), (cap["kv_cache_tokens"], case["logged_kv_tokens"])
+
+
+def _calibrated_plan(case, log):
+    model = case["model"]
+    raw = _json(FIXTURES, "model-configs", model + ".config.json")
+    argv = case["argv"]
+    params = dict(model="unused", gpus=FACTS, tensor_parallel_size=int(_flag(argv, "--tensor-parallel-size")),
+                  pipeline_parallel_size=1, instances=1, max_model_len=int(_flag(argv, "--max-model-len")),
+                  kv_cache_dtype="auto", gpu_memory_utilization=float(_flag(argv, "--gpu-memory-utilization")),
+                  enable_prefix_caching=True, num_speculative_tokens=0, host="127.0.0.1", port_base=8000,
+                  extra_args=["--enforce-eager"], vllm_version="0.26.0", calibration_log=log)
+    return build_plan(params, raw, "unused", weights_total=1, weights_source="index")
+
+
+def test_calibration_log_without_the_usage_line_is_refused_by_name():
+    """A --kv-cache-memory-bytes engine skips profiling and prints no "Actual usage" line."""
+    log = _read(ACC, "cases", "dense-bf16-tp1.engine.log")
+    got = _calibrated_plan(UTIL_CASES[0], log)
+    errors = [f for f in got["findings"] if f["code"] == "calibration_log_unusable"]
+    assert errors and "Actual usage" in errors[0]["message"] and "--gpu-memory-utilization" in errors[0]["message"]
