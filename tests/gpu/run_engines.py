@@ -48,7 +48,23 @@ KV_CONC = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d
 REFUSAL = re.compile(r"To serve at least one request with the model's max seq len.*")
 SUGGESTED = re.compile(r"estimated maximum model length is (\d+)")
 MEMORY_LINE = re.compile(r"(memory|KV cache|Model loading took|CUDA graph|block size|Maximum concurrency|page size|"
-                         r"prefix caching|mamba|attention block)", re.IGNORECASE)
+                         r"prefix caching|mamba|attention block|Graph capturing|cudagraph|torch.compile)", re.IGNORECASE)
+# The engine's own memory terms (vllm/v1/worker/gpu_worker.py and the model runners, 0.26.0), in GiB.
+MEMORY_TERMS = (
+    ("model_loading_gib", re.compile(r"Model loading took ([\d.]+) GiB")),
+    ("available_kv_gib", re.compile(r"Available KV cache memory: ([\d.]+) GiB")),
+    ("estimated_cudagraph_gib", re.compile(r"Estimated CUDA graph memory: ([\d.]+) GiB total")),
+    ("startup_free_gib", re.compile(r"Free memory on device \(([\d.]+)/[\d.]+ GiB\) on startup")),
+    ("startup_total_gib", re.compile(r"Free memory on device \([\d.]+/([\d.]+) GiB\) on startup")),
+    ("requested_gib", re.compile(r"Desired GPU memory utilization is \([\d.]+, ([\d.]+) GiB\)")),
+    ("weights_gib", re.compile(r"Actual usage is ([\d.]+) GiB for weight")),
+    ("peak_activation_gib", re.compile(r"([\d.]+) GiB for peak activation")),
+    ("non_torch_gib", re.compile(r"([\d.]+) GiB for non-torch memory")),
+    ("cudagraph_gib", re.compile(r"([\d.]+) GiB for CUDAGraph memory")),
+    ("suggested_kv_cache_memory_bytes", re.compile(r"`--kv-cache-memory=(\d+)` \([\d.]+ GiB\) to fit into requested")),
+    ("graph_capture_seconds", re.compile(r"Graph capturing finished in ([\d.]+) secs")),
+    ("graph_capture_gib", re.compile(r"Graph capturing finished in [\d.]+ secs, took ([\d.]+) GiB")),
+)
 BLOCKS_METRIC = re.compile(r'^vllm:cache_config_info\{([^}]*)\}', re.MULTILINE)
 
 
@@ -146,7 +162,17 @@ def parse_log(text):
         "refusal": refusal.group(0)[:400] if refusal else None,
         "suggested_max_model_len": int(suggested.group(1)) if suggested else None,
         "log_lines": [ln.strip()[:600] for ln in text.splitlines() if MEMORY_LINE.search(ln)][:60],
+        "memory_terms": memory_terms(text),
     }
+
+
+def memory_terms(text):
+    """The engine's memory figures as it logged them (first occurrence of each; None when not logged)."""
+    out = {}
+    for key, pattern in MEMORY_TERMS:
+        match = pattern.search(text)
+        out[key] = None if match is None else (int(match.group(1)) if key.endswith("_bytes") else float(match.group(1)))
+    return out
 
 
 def metrics_blocks(text):
@@ -225,6 +251,8 @@ class Runner:
                     res["metrics_num_gpu_blocks"], res["cache_config_info"] = metrics_blocks(metrics)
                 except OSError as exc:
                     res["metrics_error"] = str(exc)
+                if case.get("bench"):
+                    res["bench"] = self.bench(case, argv, env, unit)
         else:
             res["health_after_refusal_expected"] = self.wait_exit_or_health(proc, unit)
         res["engine_seconds"] = round(time.monotonic() - began, 1)
@@ -248,6 +276,30 @@ class Runner:
             except OSError:
                 time.sleep(2)
         return "timeout"
+
+    def bench(self, case, argv, env, unit):
+        """A short `vllm bench serve` against the engine just started (same executable, same environment):
+        proves the benchmark client runs where the engine runs. case["bench"]: num_prompts, input_len,
+        output_len (a smoke run, not a measurement)."""
+        spec = dict({"num_prompts": 32, "input_len": 256, "output_len": 32}, **case["bench"])
+        model_dir = argv[argv.index("serve") + 1]
+        result = case["id"] + ".bench.json"
+        cmd = [argv[0], "bench", "serve", "--backend", "vllm", "--base-url", self.base_url(unit),
+               "--model", case["id"], "--tokenizer", model_dir, "--dataset-name", "random",
+               "--random-input-len", str(spec["input_len"]), "--random-output-len", str(spec["output_len"]),
+               "--num-prompts", str(spec["num_prompts"]), "--ignore-eos", "--save-result",
+               "--result-dir", self.opts.work, "--result-filename", result]
+        began = time.monotonic()
+        try:
+            proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  universal_newlines=True, timeout=120, check=False)
+            rc, output = proc.returncode, proc.stdout
+        except subprocess.TimeoutExpired as exc:
+            rc, output = "timeout", exc.stdout if isinstance(exc.stdout, str) else ""
+        with open(os.path.join(self.opts.work, case["id"] + ".bench.log"), "w") as handle:
+            handle.write(" ".join(cmd) + "\n" + (output or ""))
+        return {"argv": cmd, "rc": rc, "seconds": round(time.monotonic() - began, 1),
+                "output_tail": (output or "")[-1500:], "result_file": result}
 
     def base_url(self, unit):
         with open(unit) as handle:
@@ -351,6 +403,10 @@ def summarize(case, plan, res):
         "suggested_max_model_len": res.get("suggested_max_model_len"), "refusal": res.get("refusal"),
         "argv": res.get("argv"), "env": res.get("env"), "unit_changes": res.get("unit_changes"),
         "engine_seconds": res.get("engine_seconds"), "log_lines": res.get("log_lines"),
+        "cuda_graphs": "--enforce-eager" not in (res.get("argv") or ["--enforce-eager"]),
+        "memory_terms": res.get("memory_terms"), "bench": res.get("bench"),
+        "predicted_estimate": cap.get("estimate"), "predicted_available_kv_bytes": cap.get("available_kv_bytes"),
+        "predicted_weights_bytes_per_rank": cap.get("weights_bytes_per_rank"),
     }
     if row["predicted_concurrency"] is not None and row["logged_concurrency"] is not None:
         row["concurrency_match"] = round(row["predicted_concurrency"], 2) == row["logged_concurrency"]
@@ -359,10 +415,32 @@ def summarize(case, plan, res):
     return row
 
 
+def memory_table(rows):
+    """The engine's own memory terms (GiB, as logged) beside the plan's KV bytes, for cases that logged them."""
+    keys = ("weights_gib", "peak_activation_gib", "non_torch_gib", "cudagraph_gib", "estimated_cudagraph_gib",
+            "graph_capture_gib", "available_kv_gib", "requested_gib", "startup_free_gib")
+    logged = [r for r in rows if any((r.get("memory_terms") or {}).get(k) is not None for k in keys)]
+    if not logged:
+        return []
+    out = ["", "Engine memory terms (GiB, from its log; `-` = not logged) and the plan's KV bytes:", "",
+           "| case | graphs | " + " | ".join(keys) + " | plan available KV GiB | KV tokens plan/engine - 1 |",
+           "|---|---|" + "---|" * len(keys) + "---|---|"]
+    for r in logged:
+        terms = r["memory_terms"]
+        plan_kv = r.get("predicted_available_kv_bytes")
+        out.append("| %s | %s | %s | %s | %s |" % (
+            r["id"], "on" if r.get("cuda_graphs") else "off",
+            " | ".join("-" if terms.get(k) is None else "%.2f" % terms[k] for k in keys),
+            "-" if plan_kv is None else "%.2f" % (plan_kv / 2.0 ** 30),
+            "-" if r.get("kv_tokens_rel_error") is None else "%+.4f%%" % (100 * r["kv_tokens_rel_error"])))
+    return out
+
+
 def cmd_report(opts):
     work = opts.work
     rows = []
-    for case in load_cases(opts.cases):
+    only = [c for c in (opts.only or "").split(",") if c]
+    for case in [c for c in load_cases(opts.cases) if not only or c["id"] in only]:
         def load(suffix):
             path = os.path.join(work, case["id"] + suffix)
             return json.load(open(path)) if os.path.exists(path) else None
@@ -397,6 +475,7 @@ def cmd_report(opts):
             r["id"], "yes" if r["exact"] else "estimate", r["predicted_kv_tokens"], r["logged_kv_tokens"],
             r["predicted_concurrency"], r["logged_concurrency"], r["predicted_num_blocks"],
             r["metrics_num_gpu_blocks"], r["outcome"]))
+    lines += memory_table(rows)
     with open(os.path.join(opts.out, "results.md"), "w") as handle:
         handle.write("\n".join(lines) + "\n")
     print("\n".join(lines))
