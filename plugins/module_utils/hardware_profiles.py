@@ -80,11 +80,12 @@ CUDA_GAPS = {
 DEFAULT_CUDA_GAP = 644939776
 
 
-def cuda_total(name, nvml_total_bytes):
-    """The CUDA total vLLM sizes from, for a GPU whose declared/NVML total is ``nvml_total_bytes``."""
+def cuda_total(name, nvml_total_bytes, known_only=False):
+    """The CUDA total vLLM sizes from, for a GPU whose declared/NVML total is ``nvml_total_bytes``.
+    ``known_only``: only a measured gap (an error such as the OOM check must not rest on the assumed one)."""
     if not nvml_total_bytes:
         return nvml_total_bytes
-    return int(nvml_total_bytes) - CUDA_GAPS.get(str(name or ""), DEFAULT_CUDA_GAP)
+    return int(nvml_total_bytes) - CUDA_GAPS.get(str(name or ""), 0 if known_only else DEFAULT_CUDA_GAP)
 
 
 class ProfileError(ValueError):

@@ -141,6 +141,7 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     findings += _head_and_dtype_findings(cfg, tp, kv_dtype, cc)
     max_len, hf_overrides, lf = _context_length(p, cfg, raw_config)
     findings += lf
+    p = dict(p, _oom_total=hp.cuda_total(gpu0.get("name"), gpu0.get("memory_total_bytes"), known_only=True) or 0)
     weights_rank, available, estimate, mf = _kv_memory(p, cfg, raw_config, tp, pp, weights_total, mem_total)
     findings += mf
     cap, cf = _capacity(p, cfg, tp, pp, kv_dtype, available, max_len, cc, version, cpu, findings)
@@ -162,6 +163,7 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
         host["instances_on_host"] = len(groups)
         host["pinned_bytes_all_instances"] = host["pinned_bytes_estimate"] * len(groups)
     o = dict(p)
+    o.pop("_oom_total", None)
     o.update({"tensor_parallel_size": tp, "pipeline_parallel_size": pp, "max_model_len": max_len,
               "kv_cache_dtype": kv_dtype, "host": p.get("host") or "127.0.0.1",
               "enable_prefix_caching": p.get("enable_prefix_caching", True)})
@@ -271,7 +273,7 @@ def _kv_memory(p, cfg, raw_config, tp, pp, weights_total, mem_total):
     if kv_bytes:
         if mem_total and weights_rank is not None:
             overhead = p.get("memory_overhead_bytes") or default_overhead(cfg, tp, mem_total)
-            findings += _oom_check(int(kv_bytes), weights_rank, overhead, mem_total)
+            findings += _oom_check(int(kv_bytes), weights_rank, overhead, p.get("_oom_total") or mem_total)
         return weights_rank, int(kv_bytes), None, findings
     if not (mem_total and weights_rank is not None):
         findings.append(_f("warning", "no_kv_figures",
