@@ -130,7 +130,15 @@ unpack() {
   "$py" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 12) else 1)' \
     || die "$py is not CPython 3.12: the bundle's compiled wheels are cp312 (set PYTHON)"
   mkdir -p "$to"
-  xz -dc "$bundle" | tar -C "$to" --strip-components=1 -xf -
+  if command -v xz >/dev/null; then
+    xz -dc "$bundle" | tar -C "$to" --strip-components=1 -xf -
+  else  # Python's own lzma: no xz binary needed on the host
+    "$py" -c 'import sys, tarfile
+with tarfile.open(sys.argv[1], "r:xz") as tf:
+    for m in tf.getmembers():
+        m.name = m.name.split("/", 1)[1] if "/" in m.name else "."
+        tf.extract(m, sys.argv[2])' "$bundle" "$to"
+  fi
   local f
   for f in "$to"/bin/*; do
     head -c 2 "$f" | grep -q '#!' && sed -i "1s|^#!.*python.*$|#!$py|" "$f"

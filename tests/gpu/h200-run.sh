@@ -13,7 +13,8 @@
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 OUT="${1:?usage: h200-run.sh OUT DEADLINE_S CASE_IDS}" DEADLINE="${2:?deadline seconds}" ONLY="${3:?case ids}"
-SITE=/tmp/site WORK=/tmp/gpu-acc/work RES=/tmp/gpu-acc/out
+# A fresh work dir per call: a second call to a machine still warm keeps the first one's files apart.
+SITE=/tmp/site WORK="/tmp/gpu-acc/work-$(date +%s)" RES="/tmp/gpu-acc/out-$(date +%s)"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 mkdir -p "$OUT" /tmp/gpu-acc
 exec > >(tee -a "$OUT/console.log") 2>&1
