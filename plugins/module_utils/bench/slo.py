@@ -1,0 +1,106 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""SLOs as a gate (``gpufleet_slo``): each key against the figure vLLM's own result JSON reports for it.
+
+Latency keys are upper bounds in milliseconds on vLLM's percentile keys (``p90_ttft_ms`` ...);
+``min_goodput_rps`` and ``min_output_tps`` are lower bounds on ``request_goodput`` (requests/s that met
+the per-request ``goodput_*_ms`` thresholds, vLLM's ``--goodput``) and ``output_throughput``.
+``concurrency`` picks the sweep point the SLO holds at (default: every point), ``workloads`` the
+workloads (default: all). The long-context workload is usually left out of a latency SLO.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpufleet.vllm.plugins.module_utils.bench.errors import BenchError
+
+# SLO key -> (vLLM result key, what it is, "max" | "min")
+BOUNDS = {
+    "ttft_p50_ms": ("p50_ttft_ms", "p50 TTFT (ms)", "max"),
+    "ttft_p90_ms": ("p90_ttft_ms", "p90 TTFT (ms)", "max"),
+    "ttft_p99_ms": ("p99_ttft_ms", "p99 TTFT (ms)", "max"),
+    "tpot_p90_ms": ("p90_tpot_ms", "p90 TPOT (ms)", "max"),
+    "tpot_p99_ms": ("p99_tpot_ms", "p99 TPOT (ms)", "max"),
+    "itl_p90_ms": ("p90_itl_ms", "p90 ITL (ms)", "max"),
+    "itl_p99_ms": ("p99_itl_ms", "p99 ITL (ms)", "max"),
+    "e2el_p90_ms": ("p90_e2el_ms", "p90 end-to-end latency (ms)", "max"),
+    "e2el_p99_ms": ("p99_e2el_ms", "p99 end-to-end latency (ms)", "max"),
+    "min_goodput_rps": ("request_goodput", "goodput (requests/s)", "min"),
+    "min_output_tps": ("output_throughput", "output throughput (tokens/s)", "min"),
+}
+OTHER_KEYS = ("concurrency", "workloads", "targets", "goodput_ttft_ms", "goodput_tpot_ms", "goodput_e2el_ms")
+
+
+def _number(key, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise BenchError("gpufleet_slo.%s must be a number >= 0, not %r." % (key, value))
+    return value
+
+
+def validate_slo(slo, workload_names):
+    """Check ``gpufleet_slo``: known keys, numbers, workloads that exist. Returns a plain dict."""
+    if slo in (None, ""):
+        return {}
+    if not isinstance(slo, dict):
+        raise BenchError("gpufleet_slo must be a mapping such as {ttft_p90_ms: 500}, not %r." % (slo,))
+    unknown = sorted(set(slo) - set(BOUNDS) - set(OTHER_KEYS))
+    if unknown:
+        raise BenchError("gpufleet_slo has unknown key(s) %s: use %s." % (
+            ", ".join(unknown), ", ".join(sorted(BOUNDS) + sorted(OTHER_KEYS))))
+    out = dict(slo)
+    for key in list(BOUNDS) + ["goodput_ttft_ms", "goodput_tpot_ms", "goodput_e2el_ms"]:
+        if key in out:
+            _number(key, out[key])
+    if "min_goodput_rps" in out and not any(k.startswith("goodput_") for k in out):
+        raise BenchError("gpufleet_slo.min_goodput_rps needs the per-request thresholds that define goodput: "
+                         "set goodput_ttft_ms and/or goodput_tpot_ms (vLLM's --goodput).")
+    names = out.get("workloads") or list(workload_names)
+    missing = [n for n in names if n not in workload_names]
+    if missing:
+        raise BenchError("gpufleet_slo.workloads names %s, which are not workloads (%s)." % (
+            missing, ", ".join(workload_names)))
+    if "concurrency" in out and (isinstance(out["concurrency"], bool) or not isinstance(out["concurrency"], int)):
+        raise BenchError("gpufleet_slo.concurrency must be one concurrency of the sweep (a whole number).")
+    return out
+
+
+def _applies(slo, point):
+    if slo.get("workloads") and point["workload"] not in slo["workloads"]:
+        return False
+    if slo.get("targets") and point["target"] not in slo["targets"]:
+        return False
+    return "concurrency" not in slo or point["concurrency"] == slo["concurrency"]
+
+
+def check(slo, points):
+    """Violations of ``slo`` over the benchmark points ({workload, target, concurrency, result}).
+
+    Returns a list of {slo, limit, measured, workload, target, concurrency, message}; an SLO that no
+    point was measured for (a concurrency outside every sweep) is itself a violation.
+    """
+    violations, checked = [], 0
+    for point in points:
+        if not _applies(slo, point):
+            continue
+        checked += 1
+        for key, (field, what, kind) in sorted(BOUNDS.items()):
+            if key not in slo:
+                continue
+            measured = (point.get("result") or {}).get(field)
+            bad = measured is None or (measured > slo[key] if kind == "max" else measured < slo[key])
+            if bad:
+                violations.append(dict(
+                    slo=key, limit=slo[key], measured=measured, workload=point["workload"],
+                    target=point["target"], concurrency=point["concurrency"],
+                    message="SLO %s %s %s missed: measured %s %s on workload %s via %s at concurrency %d" % (
+                        key, "<=" if kind == "max" else ">=", slo[key], what,
+                        "(not reported)" if measured is None else round(measured, 3),
+                        point["workload"], point["target"], point["concurrency"])))
+    if checked == 0 and any(key in slo for key in BOUNDS):
+        message = "SLO applies to no measured point (concurrency %s, workloads %s): add that concurrency to a " \
+            "workload's sweep." % (slo.get("concurrency"), slo.get("workloads"))
+        violations.append(dict(slo="concurrency", limit=slo.get("concurrency"), measured=None, workload=None,
+                               target=None, concurrency=None, message=message))
+    return violations
