@@ -132,7 +132,17 @@ def _smi_affinity(topo, idx, errors):
     if aff is None:
         errors["cpu_affinity"] = "not in nvidia-smi topo -m output"
         return None
-    return parse_cpu_list(aff.get("cpu_affinity"))
+    cpus = parse_cpu_list(aff.get("cpu_affinity"))
+    if not cpus:  # as the NVML backend: an empty cell is "unknown", never "no CPU"
+        errors["cpu_affinity"] = "empty: nvidia-smi topo -m prints no CPU Affinity for this GPU"
+        return None
+    return cpus
+
+
+def _smi_numa_affinity(topo, idx):
+    """The NUMA Affinity cell of ``topo -m`` as an int (None when absent or N/A): sysfs wins over it."""
+    value = (topo.get("affinity", {}).get(str(idx)) or {}).get("numa_affinity")
+    return int(value) if value is not None and str(value).isdigit() else None
 
 
 def _smi_mig(g, cc):
@@ -178,7 +188,7 @@ def _smi_gpu(idx, g, topo, compute_caps, sysfs, nvlinks):
                      if g.get("ecc_current") is not None else None),
         "power_limit_watts": g.get("power_limit_watts"),
         "mig": _smi_mig(g, cc),
-        "numa_node": _numa(sysfs, bus),
+        "numa_node": _numa(sysfs, bus, _smi_numa_affinity(topo, idx)),
         "cpu_affinity": cpus,
         "nvlinks": nvlinks.get(idx, []) if nvlinks is not None else None,
         "fabric": _smi_fabric(g),
@@ -391,34 +401,49 @@ def check_expected(facts, expected):
                 facts["driver_version"], expected["min_driver"]))
     elif expected.get("min_driver") and gpus:
         problems.append("driver version unknown: cannot check min_driver %s" % expected["min_driver"])
-    problems.extend(nvlink_problems(gpus, expected.get("nvlinks_per_gpu"), nvlink == "required"))
+    problems.extend(nvlink_problems(gpus, expected.get("nvlinks_per_gpu"), nvlink == "required", facts.get("nvlink_islands")))
     return problems
 
 
-def nvlink_problems(gpus, per_gpu=None, nvlink_expected=False):
-    """Down NVLinks and GPUs with fewer active links than their peers.
+def nvlink_problems(gpus, per_gpu=None, nvlink_expected=False, islands=None):
+    """Down NVLinks and GPUs with fewer active links than the peers of their NVLink island.
 
     An inactive link number is "down" only where NVLink is expected (``nvlink: required`` or
-    ``nvlinks_per_gpu``) or where a peer GPU has that same link number active: NVML may answer for
-    link numbers a card does not wire (NVIDIA's mock NVML answers links 0-17 inactive on an A100
-    with 12), and a PCIe-only host has every link inactive."""
+    ``nvlinks_per_gpu``) or where a peer GPU of the same island has that link number active: NVML may answer
+    for link numbers a card does not wire (NVIDIA's mock NVML answers links 0-17 inactive on an A100
+    with 12), and a PCIe-only host has every link inactive. ``islands`` (the facts' ``nvlink_islands``):
+    bridges of different widths (GPUs 0-1 with 4 links, 2-3 with 2) are wired that way, not drift; without
+    it all GPUs are one island."""
     problems = []
     counts = dict((g["index"], g.get("nvlink_active_count")) for g in gpus if g.get("nvlinks") is not None)
-    active_somewhere = set(l["link"] for g in gpus for l in (g.get("nvlinks") or []) if l.get("active"))
+    island_of = _island_of(gpus, islands)
     for g in gpus:
         links = g.get("nvlinks")
         if links is None:
             continue
+        # A GPU with every link down is in no island: its links are compared with every GPU's.
+        peers = [p for p in gpus if island_of[g["index"]] == -1 or island_of[p["index"]] == island_of[g["index"]]]
+        active_in_island = set(l["link"] for p in peers for l in (p.get("nvlinks") or []) if l.get("active"))
         down = [l["link"] for l in links if not l.get("active") and
-                (nvlink_expected or per_gpu is not None or l["link"] in active_somewhere)]
+                (nvlink_expected or per_gpu is not None or l["link"] in active_in_island)]
         if down:
             problems.append("GPU%d has %d NVLink(s) down: %s" % (g["index"], len(down), down))
         if per_gpu is not None and counts[g["index"]] != int(per_gpu):
             problems.append("GPU%d has %d active NVLinks, expected %s" % (g["index"], counts[g["index"]], per_gpu))
-    known = [c for c in counts.values() if c]
-    if per_gpu is None and known:
-        best = max(known)
+    if per_gpu is None:
         for idx, count in sorted(counts.items()):
+            best = max([c for i, c in counts.items() if c and island_of[i] == island_of[idx]] or [0])
             if count is not None and 0 < count < best:
-                problems.append("GPU%d has %d active NVLinks while its peers have %d" % (idx, count, best))
+                problems.append("GPU%d has %d active NVLinks while its peers have %d (NVLink island %s)" % (
+                    idx, count, best, sorted(i for i in counts if island_of[i] == island_of[idx])))
     return problems
+
+
+def _island_of(gpus, islands):
+    """{GPU index: island number}; GPUs in no listed island (or no islands given) share island -1."""
+    out = dict((g["index"], -1) for g in gpus)
+    for number, island in enumerate(islands or []):
+        for idx in island:
+            if idx in out and len(island) > 1:
+                out[idx] = number
+    return out

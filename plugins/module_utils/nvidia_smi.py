@@ -325,6 +325,8 @@ def _affinity(raw_tail, tail_text, tail_cols, known_cpu_lists):
     tokens = _tail_tokens(tail_text, tail_cols)
     if len(tokens) >= len(keys):
         return _affinity_dict(zip(keys, [t[0] for t in tokens]))
+    if "\t" not in raw_tail:
+        raw_tail = _retab(tokens, len(tail_text) - len(raw_tail)) or raw_tail
     if "\t" in raw_tail:
         cells = [c.strip() for c in raw_tail.split("\t")[1:]]
         values = [cells[0] if cells else ""] + [c for c in cells[1:] if c]
@@ -341,6 +343,25 @@ def _affinity(raw_tail, tail_text, tail_cols, known_cpu_lists):
     assigned = [(_DESCRIPTIVE[min(tail_cols, key=lambda col: abs(col[1] - start))[0]], value)
                 for value, start in tokens]
     return _affinity_dict(assigned)
+
+
+def _retab(tokens, cells_end):
+    """A space-aligned row's affinity cells back in the tabs they were printed with, or None.
+
+    nvidia-smi separates the cells with tabs ("\\t0-47\\t0\\t\\tN/A", an empty CPU affinity "\\t\\t0\\t\\tN/A");
+    a terminal copy expands them to the next multiple of 8, so each value of the row starts on a tab stop
+    and the run of spaces before it crossed one stop per tab. The header cannot tell an empty cell from a
+    shifted one (its labels are wider than a stop: a value sits halfway between two of them), the row's own
+    stops can. ``cells_end``: the column where the row's last GPU/NIC cell ends. None where a value is off
+    the stops (the text was not tab-expanded)."""
+    prev_end, out = cells_end, []
+    for value, start in tokens:
+        first_stop = (prev_end // 8 + 1) * 8
+        if start % 8 or start < first_stop:
+            return None
+        out.append("\t" * ((start - first_stop) // 8 + 1) + value)
+        prev_end = start + len(value)
+    return "".join(out) if out else None
 
 
 def _unglue(token, known_cpu_lists):

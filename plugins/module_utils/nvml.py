@@ -50,7 +50,8 @@ FATAL_HINTS = {
 }
 ABSENT_KINDS = ("library_not_found", "driver_not_loaded")
 NVLINK_REMOTE = {0: "gpu", 1: "cpu", 2: "nvswitch"}   # 1 = IBM NPU (a CPU-side NVLink endpoint)
-CPU_SET_WORDS = 1024 // 64   # nvmlDeviceGetCpuAffinity: cpuSetSize in 64-bit words, up to 1024 CPUs
+CPU_SET_WORDS = 1024 // 64   # nvmlDeviceGetCpuAffinity: cpuSetSize in 64-bit words, at least 1024 CPUs
+CPU_SET_WORDS_MAX = 65536 // 64   # the widest mask read (Linux NR_CPUS tops out at 8192 today)
 TOPOLOGY_LEVELS = {0: "PIX", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 
 
@@ -251,17 +252,30 @@ class Nvml(object):
                 "remote_pci_bus_id": remote_bus}
 
     def cpu_affinity(self, handle, errors, cpu_count):
-        """CPUs near the GPU. The mask is sized for at least 1024 CPUs (NVML's documented bound for
-        this call) whatever this process may see, so GPUs of NUMA node 1+ on hosts with more CPUs
-        than the controller-visible count are not cut off; an empty mask is an error, not []."""
-        words_needed = max(CPU_SET_WORDS, (int(cpu_count or 0) + 63) // 64)
-        value = self.field(errors, "cpu_affinity", "nvmlDeviceGetCpuAffinity", handle, words_needed)
-        if value is None:
-            return None
+        """CPUs near the GPU, the whole mask. NVML fills exactly the ``cpuSetSize`` words it is given and
+        drops the CPUs above them, so the mask is read with one guard word above max(1024 CPUs, the host's
+        ``cpu_count``) and read again twice as wide while that guard word holds a CPU (a NUMA node past
+        CPU 1023 would otherwise be cut silently). A mask still set at ``CPU_SET_WORDS_MAX`` words, or one
+        shorter than asked, is reported as cut; an empty mask is an error, not []."""
+        words = max(CPU_SET_WORDS, (int(cpu_count or 0) + 63) // 64) + 1
+        while True:
+            value = self.field(errors, "cpu_affinity", "nvmlDeviceGetCpuAffinity", handle, words)
+            if value is None:
+                return None
+            value = list(value)
+            if len(value) < words:
+                errors["cpu_affinity"] = "cut: NVML returned %d of the %d mask words asked for" % (len(value), words)
+                return None
+            if not int(value[words - 1]):
+                break
+            if words >= CPU_SET_WORDS_MAX:
+                errors["cpu_affinity"] = "cut: the CPU mask is still set at CPU %d (%d words)" % (words * 64 - 1, words)
+                return None
+            words = min(words * 2, CPU_SET_WORDS_MAX)
         # nvidia-ml-py >= 12 uses c_ulonglong; older bindings c_ulong (64 bit on Linux x86-64 too).
-        cpus = cpu_mask_to_list(list(value), 64)
+        cpus = cpu_mask_to_list(value, 64)
         if not cpus:
-            errors["cpu_affinity"] = "empty: NVML returned no CPU for this GPU (mask of %d words)" % words_needed
+            errors["cpu_affinity"] = "empty: NVML returned no CPU for this GPU (mask of %d words)" % words
             return None
         return cpus
 
