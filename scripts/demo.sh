@@ -100,6 +100,22 @@ log "what it did: $(grep -E '^gpufleet-demo' "$BUILD/demo-site.log" | tail -1 | 
 if [ "$pid_before" != 0 ] && [ "$pid_before" = "$pid_after" ]; then
   log "the engine kept running through this run (MainPID $pid_after)"
 fi
+# One short benchmark with vLLM's own `vllm bench serve` through nginx (playbooks/bench.yml, roles/bench):
+# the table of the report it writes on this machine, client figures beside the engine's.
+echo
+log "ansible-playbook -i inventories/demo playbooks/bench.yml (vLLM's own vllm bench serve through nginx, about a minute)"
+t0=$SECONDS
+ansible-playbook -i inventories/demo playbooks/bench.yml -e '{"gpufleet_workloads": [{"name": "demo", "input_len": 128,
+  "output_len": 16, "num_prompts": 8, "concurrency": [1, 4], "targets": ["front_door"]}]}' > "$BUILD/demo-bench.log" 2>&1
+bench_rc=$?
+report=$(grep -o '"report: [^"]*report.md' "$BUILD/demo-bench.log" | tail -1 | sed 's/^"report: //')
+if [ "$bench_rc" = 0 ] && [ -f "$report" ]; then
+  grep '^|' "$report" | cut -d'|' -f2-11 | sed 's/^/   |/'
+  grep -E '^- (canary|long-context)' "$report" | sed 's/^/   /'
+  log "benchmark report: $report ($((SECONDS - t0)) s)"
+else
+  log "benchmark FAILED (exit $bench_rc): see $BUILD/demo-bench.log"
+fi
 log "converge took ${converge_s} s, the whole script $((SECONDS - started)) s"
 log "run ./scripts/demo.sh again: changed=0 and the engine is not restarted;"
 log "./scripts/demo.sh --destroy removes the host, --purge also the downloads and the image"
