@@ -79,13 +79,26 @@ def _oom_check(kv_bytes, weights_rank, overhead, mem_total):
 
 
 def _numa_findings(groups, hw):
-    """An instance whose NUMA node is unknown runs unbound (never numactl --membind=0)."""
+    """Per instance: one NUMA node (bound by numactl), several known nodes (vLLM binds each worker to its own
+    GPU's node: --numa-bind --numa-bind-nodes, model_families.numa_bind_args), or unknown (runs unbound, never
+    numactl --membind=0). The finding says what the rendered argv does."""
     if hw.get("assumed"):
         return []
-    return [_f("info", "numa_unknown",
-               "the NUMA node of GPUs %s is unknown: instance %d runs without numactl binding" % (grp["gpu_indices"], i),
-               "give gpus.numa_nodes (declared profile) or run gpu_facts on a host that reports NUMA nodes")
-            for i, grp in enumerate(groups) if grp["numa_node"] is None or grp["numa_node"] < 0]
+    out = []
+    for i, grp in enumerate(groups):
+        if grp["numa_node"] is not None and grp["numa_node"] >= 0:
+            continue
+        bind = fam.numa_bind_args(grp, hw)
+        if bind:
+            out.append(_f("info", "numa_bind_per_worker",
+                          "GPUs %s of instance %d span NUMA nodes %s: vLLM binds each worker to its GPU's node (%s)"
+                          % (grp["gpu_indices"], i, sorted(set(int(n) for n in bind[2:])), " ".join(bind)),
+                          "expected; a tensor_parallel_size that fits one NUMA node avoids the cross-socket all-reduce"))
+            continue
+        out.append(_f("info", "numa_unknown",
+                      "the NUMA node of GPUs %s is unknown: instance %d runs without numactl binding" % (grp["gpu_indices"], i),
+                      "give gpus.numa_nodes (declared profile) or run gpu_facts on a host that reports NUMA nodes"))
+    return out
 
 
 def cpu_checks(p, tp, pp):
@@ -466,6 +479,21 @@ def _over_hosts(result):
     return ", over %d hosts (vLLM multi-node, one `vllm serve` per host)" % nodes[0] if nodes else ""
 
 
+def _numa_words(inst):
+    """The summary's NUMA cell: the node, the nodes --numa-bind binds the workers to, or unknown."""
+    if inst.get("numa_node") is not None:
+        return str(inst["numa_node"])
+    argv = inst.get("argv") or []
+    if "--numa-bind-nodes" in argv:
+        nodes = []
+        for arg in argv[argv.index("--numa-bind-nodes") + 1:]:
+            if not arg.isdigit():
+                break
+            nodes.append(arg)
+        return "%s (--numa-bind, one node per worker)" % "+".join(sorted(set(nodes), key=int))
+    return "unknown"
+
+
 def summary(result, tp, pp):
     cap = result["capacity"]
     rows = [
@@ -483,7 +511,7 @@ def summary(result, tp, pp):
     ]
     lines = ["%-26s %s" % r for r in rows]
     for inst in result["instances"]:
-        numa = "unknown" if inst["numa_node"] is None else inst["numa_node"]
+        numa = _numa_words(inst)
         where = "GPUs %s" % inst["cuda_visible_devices"] if inst.get("platform") != "cpu" else "CPU, VLLM_CPU_KVCACHE_SPACE=%s" % (
             inst["environment"]["VLLM_CPU_KVCACHE_SPACE"])
         lines.append("%-26s %s, NUMA %s, port %d" % ("instance " + inst["name"], where, numa, inst["port"]))
