@@ -16,6 +16,7 @@ from ansible_collections.gpufleet.vllm.plugins.module_utils import hardware_prof
 from ansible_collections.gpufleet.vllm.plugins.module_utils import kv_capacity as kv
 from ansible_collections.gpufleet.vllm.plugins.module_utils import model_families as fam
 from ansible_collections.gpufleet.vllm.plugins.module_utils import multinode as mn
+from ansible_collections.gpufleet.vllm.plugins.module_utils import passthrough_flags as ptf
 from ansible_collections.gpufleet.vllm.plugins.module_utils import vllm_args as va
 from ansible_collections.gpufleet.vllm.plugins.module_utils.model_config import model_family, parse_config
 from ansible_collections.gpufleet.vllm.plugins.module_utils.placement import normalize_gpus, place
@@ -143,7 +144,9 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     KV arithmetic, offload and demand, flags and parsers, placement, the instances' command lines."""
     cfg = parse_config(raw_config)
     family = model_family(cfg)
+    p, passthrough_findings = _passthrough(p)
     weights_total, weights_source, mm_argv, findings = _model_and_weights(p, raw_config, weights_total, weights_source)
+    findings += passthrough_findings
     version = p.get("vllm_version") or "0.33.0"
     nodes, tp, pp, per_host, hw, cpu, hf = _layout_and_hardware(p, cfg, weights_total)
     findings += hf
@@ -175,8 +178,7 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     if host:
         host["instances_on_host"] = len(groups)
         host["pinned_bytes_all_instances"] = host["pinned_bytes_estimate"] * len(groups)
-    o = dict(p)
-    o.pop("_oom_total", None)
+    o = _render_options(p)
     o.update({"tensor_parallel_size": tp, "pipeline_parallel_size": pp, "max_model_len": max_len,
               "kv_cache_dtype": kv_dtype, "host": p.get("host") or "127.0.0.1",
               "enable_prefix_caching": p.get("enable_prefix_caching", True)})
@@ -193,6 +195,25 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     result = {"instances": instances, "capacity": cap, "findings": findings}
     result["summary"] = summary(result, tp, pp)
     return result
+
+
+def _render_options(p):
+    """The options the argv is rendered from: without the plan's own keys; a KV size extra_args carries is not
+    rendered a second time."""
+    o = dict(p)
+    o.pop("_oom_total", None)
+    if o.pop("_kv_from_extra_args", None):
+        o["kv_cache_memory_bytes"] = None
+    return o
+
+
+def _passthrough(p):
+    """extra_args flags the arithmetic depends on (passthrough_flags): fill the unset options they set."""
+    overrides, findings = ptf.passthrough(p)
+    filled = dict((k, v) for k, v in overrides.items() if not p.get(k))
+    if "kv_cache_memory_bytes" in filled:
+        filled["_kv_from_extra_args"] = True  # extra_args already carries it: not rendered a second time
+    return (dict(p, **filled) if filled else p), findings
 
 
 def _model_and_weights(p, raw_config, weights_total, weights_source):

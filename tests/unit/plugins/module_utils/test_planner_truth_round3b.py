@@ -75,3 +75,71 @@ def test_plan_with_unknown_numa_still_says_unknown_and_binds_nothing():
     plan = _plan(gpus=facts)
     assert "--numa-bind" not in plan["instances"][0]["argv"]
     assert "numa_unknown" in _codes(plan) and "NUMA unknown" in plan["summary"]
+
+
+# --- pass-through flags (passthrough_flags.py) on the real dense-bf16-tp1 run of tests/fixtures/gpu-acceptance:
+# Qwen3-8B, TP 1, max_model_len 32768, --kv-cache-memory-bytes 8589934592 -> "GPU KV cache size: 58,240 tokens",
+# vllm:num_gpu_blocks 3640 (block size 16).
+ACC = os.path.join(FIXTURES, "gpu-acceptance")
+H200 = _json(ACC, "gpu_facts.json")["nvml"]
+BF16 = [c for c in _json(ACC, "results.json")["cases"] if c["id"] == "dense-bf16-tp1"][0]
+
+
+def _real(extra_args, **over):
+    params = dict(model="unused", gpus=H200, tensor_parallel_size=1, instances=1, max_model_len=32768,
+                  enable_prefix_caching=True, host="127.0.0.1", port_base=8000, vllm_version="0.26.0",
+                  extra_args=["--enforce-eager"] + extra_args)
+    params.update(over)
+    return build_plan(params, QWEN3_8B, "/models/m", weights_total=16 * GIB, weights_source="index")
+
+
+def test_kv_cache_memory_prefix_in_extra_args_is_planned_with_its_value():
+    """--kv-cache-memory is argparse's prefix of --kv-cache-memory-bytes (human_readable_int: 8G = 8 x 2^30):
+    the engine allocates exactly that; the plan used to warn and size from gpu_memory_utilization instead."""
+    plan = _real(["--kv-cache-memory", "8G"])
+    assert plan["capacity"]["kv_cache_tokens"] == BF16["logged_kv_tokens"] == 58240
+    assert plan["capacity"]["estimate"] is None
+    assert "--kv-cache-memory-bytes" not in plan["instances"][0]["argv"]   # extra_args already carries it
+    assert plan["instances"][0]["argv"].count("--kv-cache-memory") == 1
+    assert "kv_cache_memory_from_extra_args" in _codes(plan)
+    assert _real(["--kv-cache-memory=8589934592"])["capacity"]["kv_cache_tokens"] == 58240
+    both = _real(["--kv-cache-memory", "8G"], kv_cache_memory_bytes=8589934592)
+    assert "kv_cache_memory_twice" in _codes(both)
+    bad = _real(["--kv-cache-memory", "8.5G"])   # vLLM: "Decimals are not allowed with binary suffixes"
+    assert [f for f in bad["findings"] if f["code"] == "extra_arg_unparsable" and "--kv-cache-memory" in f["message"]]
+
+
+def test_block_size_in_extra_args_is_counted():
+    """Same KV bytes, blocks twice as large: half the real run's 3640 blocks, as with the block_size option."""
+    plan = _real(["--block-size", "32"], kv_cache_memory_bytes=8589934592)
+    assert BF16["metrics_num_gpu_blocks"] == 3640
+    assert plan["capacity"]["block_size"] == 32 and plan["capacity"]["num_blocks"] == 3640 // 2
+    option = _real([], kv_cache_memory_bytes=8589934592, block_size=32)["capacity"]
+    assert (option["block_size"], option["num_blocks"]) == (32, 1820)
+    clash = _real(["--block-size", "32"], kv_cache_memory_bytes=8589934592, block_size=16)
+    assert "block_size_conflict" in _codes(clash)
+
+
+def test_limit_mm_per_prompt_json_or_refused():
+    """vLLM parses --limit-mm-per-prompt with json.loads; all-zero image/video limits skip the vision tower
+    (0.33.0 SupportsMultiModal._mark_tower_model), as --language-model-only did on the real hybrid runs."""
+    raw = _json(FIXTURES, "model-configs", "Qwen__Qwen3.6-27B.config.json")
+
+    def plan(extra, **over):
+        params = dict(model="unused", gpus=H200, tensor_parallel_size=1, max_model_len=8192, kv_cache_memory_bytes=8 * GIB,
+                      vllm_version="0.26.0", extra_args=extra)
+        params.update(over)
+        return build_plan(params, raw, "/models/m", weights_total=55 * GIB, weights_source="index")
+
+    zero = plan(["--limit-mm-per-prompt", '{"image": 0, "video": 0}'])
+    text_only = plan([], language_model_only=True)
+    assert zero["capacity"]["weights_bytes_total"] == text_only["capacity"]["weights_bytes_total"] < 55 * GIB
+    assert plan(["--limit-mm-per-prompt", '{"image": 2}'])["capacity"]["weights_bytes_total"] == 55 * GIB
+    refused = plan(["--limit-mm-per-prompt", "image=0,video=0"])
+    assert [f for f in refused["findings"] if f["code"] == "limit_mm_not_json" and f["level"] == "error"]
+
+
+def test_num_nodes_and_multinode_flags_are_refused_by_name():
+    for flag in ("--num-nodes", "--nnodes", "--node-rank", "--headless"):
+        found = [f for f in _real([flag, "2"], kv_cache_memory_bytes=8 * GIB)["findings"] if f["code"] == "multinode_flag_in_extra_args"]
+        assert found and flag in found[0]["message"] and found[0]["level"] == "error"
