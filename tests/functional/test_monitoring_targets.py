@@ -69,5 +69,9 @@ def test_targets_from_inventory_and_plan(tmp_path):
 def test_loopback_instances_on_another_host_are_refused(tmp_path):
     code, out = run(tmp_path, "127.0.0.1")[:2]
     assert code != 0
-    assert "listen on loopback only" in out and "gpu02/m-0" in out and "vllm_profile.host" in out
-    assert "gpu01/m-0" not in out.split("listen on loopback only")[1].split("Bind them")[0]
+    assert "listen on loopback only" in out and "gpu02/m-0" in out and "monitoring_server_group" in out
+    assert "gpu01/m-0" not in out.split("listen on loopback only")[1].split("Run Prometheus")[0]
+    # Issue 27: the fix offered is never a bare non-loopback bind (vLLM's key guards /v1 only).
+    flat = " ".join(out.split())
+    assert "Bind them to an address" not in flat
+    assert "Do not simply bind vLLM to another address" in flat and "vllm_allow_unauthenticated=true" in flat

@@ -108,6 +108,60 @@ def test_unit_paths(paths, ok):
     assert holds("validate.yml", "Check the paths written into the units", vllm_read_write_paths=paths) is ok
 
 
+def holds_for_each(file_name, name, **overrides):
+    """True when every `that` of the assert task holds for each item of its loop."""
+    t = task(file_name, name)
+    extra = dict((k, trust_as_template(v) if isinstance(v, str) else v) for k, v in (t.get("vars") or {}).items())
+    templar = Templar(loader=DataLoader(), variables=variables(**dict(extra, **overrides)))
+    items = templar.template(trust_as_template(t["loop"]))
+    for item in items:
+        each = Templar(loader=DataLoader(), variables=variables(**dict(extra, item=item, **overrides)))
+        if not all(each.template(trust_as_template("{{ (%s) | bool }}" % c)) for c in t["ansible.builtin.assert"]["that"]):
+            return False
+    return True
+
+
+BIND = "Refuse an engine API reachable beyond this host (vLLM checks vllm_api_key on /v1 only)"
+SERVE = ["vllm", "serve", "/m", "--port", "8000"]
+
+
+# vLLM binds (args.host or "", port) (vllm/entrypoints/launchers/launcher.py, 0.32.0): no --host is every address.
+@pytest.mark.parametrize("profile, instances, key, allow, ok", [
+    ({"model": "/m"}, [], "", False, True),                        # the planner's default 127.0.0.1
+    ({"model": "/m", "host": "127.0.0.1"}, [], "", False, True),
+    ({"model": "/m", "host": "::1"}, [], "", False, True),
+    ({"model": "/m", "host": "localhost"}, [], "", False, True),
+    ({"model": "/m", "host": "0.0.0.0"}, [], "", False, False),     # issue 27: accepted with no key
+    ({"model": "/m", "host": "10.0.0.5"}, [], "", False, False),
+    ({"model": "/m", "host": ""}, [], "", False, False),            # "" is every address
+    ({"model": "/m", "host": "0.0.0.0"}, [], "sk-1", False, False),  # the key guards /v1 only: /invocations is open
+    ({"model": "/m", "host": "0.0.0.0"}, [], "", True, True),       # a trusted network, said explicitly
+    ({"model": "/m", "host": "127.0.0.1\n"}, [], "", False, False),
+    ({}, [instance()], "", False, True),
+    ({}, [instance(argv=SERVE)], "", False, False),                 # no --host: every address
+    ({}, [instance(argv=SERVE + ["--host=0.0.0.0"])], "", False, False),
+    ({}, [instance(argv=SERVE + ["--hos", "0.0.0.0"])], "", False, False),  # an argparse prefix of --host
+    ({}, [instance(argv=SERVE + ["--host", "0.0.0.0", "--host", "127.0.0.1"])], "", False, False),
+    ({}, [instance(argv=SERVE + ["--host", "127.0.0.1", "--headless"])], "", False, True),
+    ({}, [instance(argv=SERVE + ["--headless"])], "", False, True),  # a headless member serves no HTTP
+    ({}, [{"name": "g", "port": 8000, "nodes": [{"argv": SERVE + ["--host", "127.0.0.1"]},
+                                                 {"argv": SERVE + ["--host", "0.0.0.0"]}]}], "", False, False),
+])
+def test_engine_bind_needs_loopback_or_consent(profile, instances, key, allow, ok):
+    assert holds_for_each("validate.yml", BIND, vllm_profile=profile, vllm_instances=instances, vllm_api_key=key,
+                          vllm_allow_unauthenticated=allow) is ok
+
+
+def test_engine_bind_refusal_names_the_options():
+    t = task("validate.yml", BIND)
+    extra = dict((k, trust_as_template(v) if isinstance(v, str) else v) for k, v in t["vars"].items())
+    templar = Templar(loader=DataLoader(), variables=variables(**dict(
+        extra, vllm_profile={"model": "/m", "host": "0.0.0.0"}, item=["--host", "0.0.0.0"])))
+    msg = templar.template(trust_as_template(t["ansible.builtin.assert"]["fail_msg"]))
+    for word in ("vllm_profile.host", "0.0.0.0", "no API key", "/invocations", "nginx", "vllm_allow_unauthenticated=true"):
+        assert word in msg, (word, msg)
+
+
 NUMA_CASES = [(0, True), (1, True), (None, False), (-1, False), ("unknown", False), ("", False)]
 SPEC_NAME = "m%n"
 TEMPLATE = ROLE / "templates" / "vllm-instance.service.j2"
