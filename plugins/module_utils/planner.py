@@ -435,8 +435,11 @@ def _offload_and_demand(p, cap, ranks):
     kv_transfer = None
     host = None
     off = p.get("cpu_offload_bytes")
+    findings += offload_option_findings(p)
     if off:
-        kv_transfer = va.offload_transfer_config(off)
+        kv_transfer = va.offload_transfer_config(off, p.get("cpu_offload_eviction_policy") or "lru")
+        if p.get("cpu_offload_prompt_only") is not None:
+            kv_transfer["kv_connector_extra_config"]["offload_prompt_only"] = bool(p["cpu_offload_prompt_only"])
         host = {"cpu_offload_bytes": int(off), "pinned_bytes_estimate": int(off * 1.9),
                 "dev_shm_bytes": int(off * 1.9), "memlock_bytes": int(off * 1.9)}
         findings.append(_f("info", "offload_host_memory",
@@ -454,6 +457,32 @@ def _offload_and_demand(p, cap, ranks):
                                "set cpu_offload_bytes >= %d (%.1f GiB, all ranks) or lower expected_concurrency"
                                % (need["cpu_bytes_to_use"], need["cpu_bytes_to_use"] / GIB)))
     return kv_transfer, host, findings
+
+
+# OffloadingConnector options per release, read in the connector's source: 0.26.0 vllm/v1/kv_offload/cpu/manager.py
+# _CACHE_POLICIES {"lru", "arc"} and vllm/v1/kv_offload/base.py offload_prompt_only (default True); the same in
+# 0.32.0 (CPU build) and 0.33.0 (cpu/policies/factory.py registers "lru" and "arc"). Not read before 0.26.0.
+OFFLOAD_OPTIONS = (((0, 26, 0), ("lru", "arc"), True),)
+
+
+def offload_option_findings(p):
+    """eviction_policy / offload_prompt_only: rendered where the installed release accepts them, else refused."""
+    policy, prompt_only = p.get("cpu_offload_eviction_policy") or "lru", p.get("cpu_offload_prompt_only")
+    if policy == "lru" and prompt_only is None:
+        return []
+    if not p.get("cpu_offload_bytes"):
+        return [_f("error", "offload_option_without_offload", "cpu_offload_eviction_policy / cpu_offload_prompt_only are set without cpu_offload_bytes",
+                   "set cpu_offload_bytes, or drop the offload options")]
+    version = kv.parse_version(p.get("vllm_version") or "0.33.0")
+    rules = [r for r in OFFLOAD_OPTIONS if version >= r[0]]
+    if not rules:
+        return [_f("error", "offload_option_unverified", "cpu_offload_eviction_policy %s / cpu_offload_prompt_only %s: the OffloadingConnector "
+                   "of vLLM %s was not read here (its options are known from 0.26.0)" % (policy, prompt_only, p.get("vllm_version")),
+                   "leave cpu_offload_eviction_policy lru and cpu_offload_prompt_only unset, or plan for vLLM 0.26.0 or later")]
+    if policy not in rules[-1][1]:
+        return [_f("error", "offload_eviction_policy_unknown", "cpu_offload_eviction_policy %r is not one of vLLM's %s" % (policy, list(rules[-1][1])),
+                   "use one of %s" % ", ".join(rules[-1][1]))]
+    return []
 
 
 def _group_over_hosts(p, tp, pp, hw, num_layers):

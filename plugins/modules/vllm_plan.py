@@ -143,6 +143,19 @@ options:
   cpu_offload_bytes:
     description: KV offload to CPU memory, total over all ranks (OffloadingConnector C(cpu_bytes_to_use)).
     type: int
+  cpu_offload_eviction_policy:
+    description:
+      - The OffloadingConnector's C(eviction_policy) for the CPU tier (vLLM 0.26.0 and 0.33.0 build in C(lru) and C(arc)).
+      - Refused for releases whose connector was not read here (before 0.26.0); only with O(cpu_offload_bytes).
+    type: str
+    choices: [lru, arc]
+    default: lru
+  cpu_offload_prompt_only:
+    description:
+      - The OffloadingConnector's C(offload_prompt_only) (vLLM's default C(true) since 0.26.0 at least, read in
+        C(vllm/v1/kv_offload/base.py)): only prompt blocks go to the CPU; C(false) offloads decode blocks too.
+      - Unset leaves vLLM's default and renders nothing; only with O(cpu_offload_bytes).
+    type: bool
   yarn:
     description:
       - Static YaRN, rendered as C(--hf-overrides) with C(rope_theta) kept and C(max_position_embeddings) raised.
@@ -341,6 +354,8 @@ ARGUMENT_SPEC = dict(
     speculative_config=dict(type="dict"),
     language_model_only=dict(type="bool", default=False),
     cpu_offload_bytes=dict(type="int"),
+    cpu_offload_eviction_policy=dict(type="str", choices=["lru", "arc"], default="lru"),
+    cpu_offload_prompt_only=dict(type="bool"),
     # Checked by plan_inputs (ansible-core's sub-option check crashes on a list such as [null]).
     yarn=dict(type="raw"),
     expected_prompt_tokens=dict(type="int", no_log=False),

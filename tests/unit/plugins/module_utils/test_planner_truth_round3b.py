@@ -143,3 +143,32 @@ def test_num_nodes_and_multinode_flags_are_refused_by_name():
     for flag in ("--num-nodes", "--nnodes", "--node-rank", "--headless"):
         found = [f for f in _real([flag, "2"], kv_cache_memory_bytes=8 * GIB)["findings"] if f["code"] == "multinode_flag_in_extra_args"]
         assert found and flag in found[0]["message"] and found[0]["level"] == "error"
+
+
+def _offload(**over):
+    plan = _real([], kv_cache_memory_bytes=8 * GIB, cpu_offload_bytes=100 * GIB, **over)
+    argv = plan["instances"][0]["argv"]
+    config = json.loads(argv[argv.index("--kv-transfer-config") + 1]) if "--kv-transfer-config" in argv else None
+    return plan, config
+
+
+def test_offload_connector_options_rendered_as_the_release_reads_them():
+    """As seed 000 configures it: eviction_policy arc, offload_prompt_only false. vLLM 0.26.0 reads both from
+    kv_connector_extra_config (kv_offload/cpu/spec.py eviction_policy, default "lru"; cpu/manager.py
+    _CACHE_POLICIES {"lru", "arc"}; kv_offload/base.py offload_prompt_only, default True); 0.33.0 the same
+    (cpu/policies/factory.py registers "lru" and "arc"). Before, only lru was rendered, arc silently dropped."""
+    plan, config = _offload(cpu_offload_eviction_policy="arc", cpu_offload_prompt_only=False)
+    assert config["kv_connector"] == "OffloadingConnector"
+    assert config["kv_connector_extra_config"] == {"cpu_bytes_to_use": 100 * GIB, "eviction_policy": "arc", "offload_prompt_only": False}
+    assert not [f for f in plan["findings"] if f["level"] == "error"]
+    plan, config = _offload()
+    assert config["kv_connector_extra_config"] == {"cpu_bytes_to_use": 100 * GIB, "eviction_policy": "lru"}
+
+
+def test_offload_connector_options_refused_by_name():
+    plan, dummy = _offload(cpu_offload_eviction_policy="lfu")
+    assert "offload_eviction_policy_unknown" in _codes(plan)
+    plan, dummy = _offload(cpu_offload_eviction_policy="arc", vllm_version="0.20.0")
+    assert "offload_option_unverified" in _codes(plan)
+    plan = _real([], kv_cache_memory_bytes=8 * GIB, cpu_offload_prompt_only=False)
+    assert "offload_option_without_offload" in _codes(plan)
