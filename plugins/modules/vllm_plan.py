@@ -153,7 +153,7 @@ options:
   cpu_offload_prompt_only:
     description:
       - The OffloadingConnector's C(offload_prompt_only) (vLLM's default C(true) since 0.26.0 at least, read in
-        C(vllm/v1/kv_offload/base.py)): only prompt blocks go to the CPU; C(false) offloads decode blocks too.
+        C(vllm/v1/kv_offload/base.py)). C(true) offloads only prompt blocks to the CPU, C(false) decode blocks too.
       - Unset leaves vLLM's default and renders nothing; only with O(cpu_offload_bytes).
     type: bool
   yarn:
