@@ -105,6 +105,25 @@ def resolve_weights(raw_config, extra_args, total, source):
     return total, source, findings
 
 
+def mtp_head_plan(raw_config, p, total, source):
+    """(total, source, findings): a hybrid checkpoint's MTP head (``mtp.*``, counted by weight_estimate._mtp and
+    held in the index's total) is loaded only for MTP speculative decoding: vLLM builds the drafter from
+    ``speculative_config`` alone. Real 0.26.0 H200 runs (tests/fixtures/gpu-acceptance): Qwen3.6-27B text only
+    without MTP loaded 50.22 GiB, the count less vision is 50.89 GiB with the head, 50.10 GiB without it."""
+    text = _text(raw_config)
+    mt = (text.get("model_type") or raw_config.get("model_type") or "").lower()
+    mtp_on = p.get("speculative_method", "mtp") == "mtp" and int(p.get("num_speculative_tokens") or 0) > 0
+    if total is None or mtp_on or not int(text.get("mtp_num_hidden_layers") or 0) or mt not in we.HYBRID_TYPES:
+        return total, source, []
+    try:
+        head = sum(we._mtp(text, mt)) * _dtype_bytes(raw_config)
+    except (KeyError, TypeError):
+        return total, source, []
+    return total - head, "%s, less the MTP head (not loaded without MTP decoding)" % source, [_finding(
+        "info", "mtp_head_not_loaded", "the MTP head (%.2f GiB) is not loaded: MTP speculative decoding is off" % (head / 1024.0 ** 3),
+        "none needed; with speculative_method mtp and num_speculative_tokens > 0 it is loaded and counted")]
+
+
 def expand_gpus(gpus):
     """gpus with a ``profile`` key become a declared profile; anything else is returned unchanged."""
     if isinstance(gpus, dict) and gpus.get("profile"):

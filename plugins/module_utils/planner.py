@@ -224,6 +224,8 @@ def _model_and_weights(p, raw_config, weights_total, weights_source):
     findings += wf
     weights_total, weights_source, wf, mm_argv = fam.multimodal_plan(raw_config, p, weights_total, weights_source)
     findings += wf
+    weights_total, weights_source, wf = fam.mtp_head_plan(raw_config, p, weights_total, weights_source)
+    findings += wf
     version = p.get("vllm_version") or "0.33.0"
     if kv.parse_version(version) < kv.OLDEST_VERIFIED:
         findings.append(_f("warning", "unverified_version", "vllm_version %s is older than the rules verified here (0.10.0 to 0.33.0)" % version,
