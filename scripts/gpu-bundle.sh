@@ -74,15 +74,19 @@ install_site() {
   # shellcheck disable=SC2046
   PIP_CONFIG_FILE=/dev/null PIP_FIND_LINKS='' "$PY" -m pip install --disable-pip-version-check --quiet \
     --no-deps --no-index --no-compile --target "$site" $(pip_target_flags) "${files[@]}" 1>&2
-  [ -f "$site/vllm/version.py" ] && [ -d "$site/vllm-$VLLM_VERSION.dist-info" ] || die "vllm did not install into $site"
+  if [ ! -f "$site/vllm/version.py" ] || [ ! -d "$site/vllm-$VLLM_VERSION.dist-info" ]; then
+    die "vllm did not install into $site"
+  fi
   for spec in $WHEELS; do printf '%s\t%s\n' "$spec" "$(sha256sum "$(wheel_file "$spec")" | cut -d' ' -f1)"; done \
     > "$site/GPUFLEET_BUNDLE_WHEELS.txt"
 }
 
 trim_site() {
   local site="$1" item
-  for item in $TRIM; do [ -e "$site/$item" ] || die "trim list names $item, which vllm $VLLM_VERSION does not ship"; done
-  (cd "$site" && rm -rf $TRIM)
+  for item in $TRIM; do
+    [ -e "$site/$item" ] || die "trim list names $item, which vllm $VLLM_VERSION does not ship"
+    rm -rf "${site:?}/$item"
+  done
   find "$site" -name __pycache__ -type d -prune -exec rm -rf {} +
   log "keeping only sm_$ARCH kernels in the fat binaries"
   find "$site/vllm" -name '*.so' -print0 | xargs -0 "$PY" "$ROOT/tests/gpu/fatbin_strip.py" --arch "$ARCH" 1>&2
