@@ -237,6 +237,7 @@ class Runner:
             st.write("ActiveState=activating\nSubState=start\nNRestarts=0\nResult=success\n")
             proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=env.get("HOME", work),
                                     start_new_session=True)
+            st.write("MainPID=%d\n" % proc.pid)  # the gate sends the key only to this process (or its children)
         watcher = threading.Thread(target=self.watch, args=(proc, state_path), daemon=True)
         watcher.start()
         gate = None
