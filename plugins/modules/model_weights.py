@@ -28,8 +28,10 @@ description:
     O(dest) to its peers (O(source=http)). C(progress.json) next to them shows a running job's progress.
   - Free space on the filesystem of O(dest) is checked against the bytes still to fetch before any
     download starts.
-  - Files in O(dest) that the snapshot does not list (for example after narrowing O(allow_patterns))
-    are left alone, and are not part of the record or the manifest.
+  - O(dest) holds the snapshot and nothing else. Files the snapshot's manifest does not list (an earlier
+    model's or revision's, or after narrowing O(allow_patterns)) are removed once the snapshot is verified,
+    and folders left empty with them (result C(removed)); links are removed, never followed. A stale
+    C(model.safetensors.index.json) would otherwise make vLLM (and the planner) load the old shards.
 author:
   - gpufleet.vllm maintainers (@gpufleet)
 attributes:
@@ -39,7 +41,7 @@ attributes:
       would be fetched or repaired. Nothing is written, not even the temp area.
   diff_mode:
     support: full
-    description: Before/after lines name each file that would be fetched or repaired and its expected digest.
+    description: Before/after lines name each file that would be fetched, repaired or removed, and the expected digests.
   platform:
     support: full
     platforms: posix
@@ -244,6 +246,15 @@ repaired:
   type: list
   elements: str
   sample: [model-00003-of-00004.safetensors]
+removed:
+  description:
+    - Files in O(dest) that the snapshot's manifest does not list (an earlier model's or revision's), removed once
+      the snapshot is verified (in check mode, would be); folders left empty go too. A stale
+      C(model.safetensors.index.json) would otherwise make vLLM and the planner use the old shards.
+  returned: always
+  type: list
+  elements: str
+  sample: [model.safetensors.index.json, model-00002-of-00002.safetensors]
 elapsed_s:
   description: Wall time of the run in seconds.
   returned: always

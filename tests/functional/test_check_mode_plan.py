@@ -74,6 +74,13 @@ def check_run(tmp_path, extra):
     return result
 
 
+def cache_copy(tmp_path):
+    """The controller's copy for this run: one folder per host and per model source/revision."""
+    folders = list((tmp_path / "controller-cache" / "localhost").iterdir())
+    assert len(folders) == 1, folders
+    return folders[0]
+
+
 def _safetensors(name):
     header = json.dumps({name: {"dtype": "BF16", "shape": [16], "data_offsets": [0, 32]}}).encode()
     return struct.pack("<Q", len(header)) + header + b"\0" * 32
@@ -92,7 +99,7 @@ def test_http_source_plans_from_a_controller_copy(tmp_path):
     with StaticServer(str(served)) as server:
         result = check_run(tmp_path, {"model_weights_source": "http", "model_weights_url": server.url,
                                       "model_weights_manifest": server.url + "/SHA256SUMS"})
-    copy = tmp_path / "controller-cache" / "localhost"
+    copy = cache_copy(tmp_path)
     assert result["on_controller"] is True and result["config_dir"] == str(copy)
     # only config.json (the source has no index) reached the controller, never the weights
     assert sorted(p.name for p in copy.iterdir() if not p.name.startswith(".")) == ["config.json"]
@@ -108,7 +115,7 @@ def test_hf_source_plans_from_a_controller_copy_at_the_resolved_commit(tmp_path)
                                       "model_weights_endpoint": hub.endpoint, "model_weights_revision": "main"})
     finally:
         hub.stop()
-    copy = tmp_path / "controller-cache" / "localhost"
+    copy = cache_copy(tmp_path)
     assert result["on_controller"] is True and result["config_dir"] == str(copy)
     record = json.loads((copy / ".gpufleet-weights" / "record.json").read_text())
     assert record["revision"] == commit

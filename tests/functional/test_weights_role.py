@@ -85,7 +85,31 @@ def test_role_check_mode_and_free_space_refusal(served, tmp_path):
         assert not dest.exists()
         # Check mode copies config.json to this test's controller cache (for the plan); no weight is served.
         assert set(server.sent) == {"SHA256SUMS", "config.json"}, server.sent
-        assert (tmp_path / "controller-cache" / "localhost" / "config.json").read_bytes() == b"{}"
+        copies = list((tmp_path / "controller-cache" / "localhost").glob("*/config.json"))
+        assert [c.read_bytes() for c in copies] == [b"{}"], copies
+
+
+def test_check_mode_config_cache_is_keyed_by_model(tmp_path):
+    """Issue 27: the controller's copy was keyed by host only: after model A (sharded, with an index) the plan of
+    model B (one file, no index) read A's stale model.safetensors.index.json from the same folder."""
+    model_a = {"config.json": b'{"model": "a"}', "model.safetensors.index.json": b'{"weight_map": {}}',
+               "model-00001-of-00002.safetensors": b"a1", "model-00002-of-00002.safetensors": b"a2"}
+    model_b = {"config.json": b'{"model": "b"}', "model.safetensors": b"b"}
+    dirs = {}
+    for name, files in (("a", model_a), ("b", model_b)):
+        root = tmp_path / ("served-" + name)
+        root.mkdir()
+        (root / "SHA256SUMS").write_text(write_files(str(root), files))
+        with StaticServer(str(root)) as server:
+            rc, out = play(tmp_path, _vars(server, tmp_path / "dest", model_weights_manifest=server.url + "/SHA256SUMS"),
+                           check=True)
+        assert rc == 0, out[-3000:]
+        dirs[name] = set((tmp_path / "controller-cache" / "localhost").iterdir())
+    (copy_b,) = dirs["b"] - dirs["a"]
+    assert (copy_b / "config.json").read_bytes() == b'{"model": "b"}'
+    assert not (copy_b / "model.safetensors.index.json").exists()
+    (copy_a,) = dirs["a"]
+    assert (copy_a / "model.safetensors.index.json").exists()  # A's copy is A's, untouched by B's run
 
 
 def test_fleet_with_different_resolved_revisions_warns_then_fails_when_asked(served, tmp_path):

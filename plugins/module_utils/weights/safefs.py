@@ -75,6 +75,8 @@ def open_root(path, create=False, mode=0o755):
                     os.close(fd)
                     fd, done = os.open("/", os.O_RDONLY | DIRECTORY | CLOEXEC), []
                 continue
+            if st is not None and not stat.S_ISDIR(st.st_mode):  # a file where dest's path needs a folder
+                raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), where)
             child = open_dir(fd, name, where)
             os.close(fd)
             fd = child

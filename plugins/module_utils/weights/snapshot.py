@@ -227,8 +227,9 @@ class Run(object):
         self.new_files = {}
         self.record_text = None
         self.record = new_record()
+        self.strays = ([], [])  # (files, folders) in dest the manifest does not list
         self.result = {"changed": tree.created, "revision": source.revision, "source": source.kind,
-                       "snapshot_dir": dest, "fetched": [], "repaired": [], "downloaded_bytes": 0,
+                       "snapshot_dir": dest, "fetched": [], "repaired": [], "removed": [], "downloaded_bytes": 0,
                        "hashed_bytes": 0, "manifest": self.paths["manifest"], "record": self.paths["record"],
                        "warnings": []}
 
@@ -351,13 +352,15 @@ def _plan(run, stats, repair):
         check_space(needed, free_bytes(run.paths["tmp"] if run.tree.tmp is not None else run.dest), run.dest)
     run.result["fetched"] = sorted(s.path for s in fetch)
     run.result["repaired"] = sorted(s.path for s in repair)
-    run.result["diff"] = summarize_diff(list(run.new_files), fetch, repair)
+    run.strays = strays(run.tree, [s.path for s in run.source.specs]) if run.tree.root is not None else ([], [])
+    run.result["removed"] = sorted(run.strays[0])
+    run.result["diff"] = summarize_diff(list(run.new_files), fetch, repair, run.result["removed"])
     return todo
 
 
 def _finish_check(run, stats, todo):
     result = run.result
-    result["changed"] = (bool(todo) or run.record_text is None
+    result["changed"] = (bool(todo) or run.record_text is None or bool(result["removed"])
                          or _record_changes(run.record, run.source, run.new_files, run.source.specs))
     if run.opts.attrs is not None and run.tree.root is not None:
         present = [s for s in run.source.specs if stats.get(s.path) is not None]
@@ -430,8 +433,10 @@ def _fetch_all(run, todo):
 
 
 def _settle(run):
-    """Owner/group/mode on everything, record + manifest, stale partials."""
+    """Files the manifest does not list, owner/group/mode on everything, record + manifest, stale partials."""
     specs, tree = run.source.specs, run.tree
+    if remove_strays(tree, *run.strays):
+        run.result["changed"] = True
     if run.opts.attrs is not None and _apply_all(tree, specs, run.opts.attrs):
         run.result["changed"] = True
         for spec in specs:  # chown/chmod does not touch mtime or inode, but refresh anyway
@@ -450,6 +455,68 @@ def _settle(run):
     for name in os.listdir(tree.tmp):
         if name not in keep:
             safefs.unlink_quiet(tree.tmp, name)  # unlink removes a link itself, never its target
+
+
+def strays(tree, keep):
+    """(files, folders) below dest that the manifest does not list (the state folder aside), walked through
+    fds without following links: a file of an earlier model (a stale model.safetensors.index.json would make
+    the plan, and vLLM's loader, use the old shards) is one. Folders are those left empty once the files go,
+    deepest first. A link is a stray file (unlinking it never touches its target)."""
+    keep = set(keep)
+    kept_dirs = set()
+    for rel in keep:
+        parts = rel.split("/")
+        kept_dirs.update("/".join(parts[:depth]) for depth in range(1, len(parts)))
+    files, folders = [], []
+
+    def walk(fd, prefix):
+        for name in sorted(os.listdir(fd)):
+            rel = prefix + name
+            if rel == STATE_DIR:
+                continue
+            st = safefs.lstat_at(fd, name)
+            if st is not None and stat.S_ISDIR(st.st_mode):
+                sub = safefs.open_dir(fd, name, tree.where(rel))
+                try:
+                    walk(sub, rel + "/")
+                finally:
+                    os.close(sub)
+                if rel not in kept_dirs:
+                    folders.append(rel)
+            elif st is not None and rel not in keep:
+                files.append(rel)
+
+    walk(tree.root, "")
+    return files, folders
+
+
+def remove_strays(tree, files, folders):
+    """Unlink the stray files, then remove the stray folders if empty. True when anything went."""
+    removed = False
+    for rel in files:
+        fd, leaf = tree.parent_fd(rel)
+        if fd is not None:
+            try:
+                os.unlink(leaf, dir_fd=fd)
+                removed = True
+            except OSError as exc:
+                if exc.errno != errno.ENOENT:
+                    raise OSError(exc.errno, "cannot remove %s, which the manifest does not list: %s"
+                                  % (tree.where(rel), exc.strerror), tree.where(rel))
+            finally:
+                os.close(fd)
+    for rel in folders:  # deepest first (the walk appends a folder after its contents)
+        fd, leaf = tree.parent_fd(rel)
+        if fd is not None:
+            try:
+                os.rmdir(leaf, dir_fd=fd)
+                removed = True
+            except OSError as exc:
+                if exc.errno not in (errno.ENOENT, errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+            finally:
+                os.close(fd)
+    return removed
 
 
 def _apply_all(tree, specs, attrs, check_mode=False):

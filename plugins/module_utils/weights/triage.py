@@ -58,9 +58,9 @@ def check_space(needed, free, dest, reserve=0):
         )
 
 
-def summarize_diff(ok_paths, fetch_specs, repair_specs):
+def summarize_diff(ok_paths, fetch_specs, repair_specs, removed=()):
     """Before/after text for diff mode: one line per file that changes."""
-    before = []
+    before = ["%s  (not in the manifest: removed)" % rel for rel in sorted(removed)]
     after = []
     for spec in sorted(repair_specs, key=lambda s: s.path):
         before.append("%s  (content differs from %s)" % (spec.path, spec.expected()))

@@ -212,3 +212,49 @@ def test_progress_snapshot_eta():
     prog.file_done()
     data = prog.snapshot()
     assert data["bytes_done"] == 500 and data["files_done"] == 1 and data["eta_s"] is not None
+
+
+# Issue 27: a snapshot of model B over model A's. A's index named A's shards; vLLM and the planner read the
+# index when it exists, so a stale one (and stale shards) must not survive the switch.
+MODEL_A = {"config.json": b'{"a": 1}', "model.safetensors.index.json": b'{"weight_map": {"x": "model-00001-of-00002.safetensors"}}',
+           "model-00001-of-00002.safetensors": b"A1" * 5000, "model-00002-of-00002.safetensors": b"A2" * 5000,
+           "extra/old.bin": b"old"}
+MODEL_B = {"config.json": b'{"b": 2}', "model.safetensors": b"B" * 7000}
+
+
+def test_files_the_new_manifest_does_not_list_are_removed(tmp_path):
+    dest = tmp_path / "m"
+    snapshot.sync(str(dest), MemSource(MODEL_A))
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"root's file")
+    os.symlink(str(outside), str(dest / "planted-link"))
+
+    check = snapshot.sync(str(dest), MemSource(MODEL_B), check_mode=True)
+    assert check["changed"]
+    assert check["removed"] == ["extra/old.bin", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+                                "model.safetensors.index.json", "planted-link"]
+    assert "model.safetensors.index.json  (not in the manifest: removed)" in check["diff"]["before"]
+    assert (dest / "model.safetensors.index.json").exists() and (dest / "planted-link").is_symlink()  # check mode
+
+    res = snapshot.sync(str(dest), MemSource(MODEL_B))
+    assert res["changed"] and res["removed"] == check["removed"]
+    assert tree(str(dest)) == MODEL_B
+    assert not (dest / "extra").exists() and not os.path.lexists(str(dest / "planted-link"))
+    assert outside.read_bytes() == b"root's file"  # the link went, never its target
+    assert (dest / ".gpufleet-weights" / "record.json").exists()
+    sums = (dest / ".gpufleet-weights" / "SHA256SUMS").read_text()
+    assert "index" not in sums and "model.safetensors" in sums
+
+    again = snapshot.sync(str(dest), MemSource(MODEL_B))
+    assert not again["changed"] and again["removed"] == []
+
+
+def test_a_folder_holding_a_listed_file_stays(tmp_path):
+    dest = tmp_path / "m"
+    files = {"config.json": b"{}", "sub/keep.bin": b"k"}
+    snapshot.sync(str(dest), MemSource(files))
+    (dest / "sub" / "stale.bin").write_bytes(b"s")
+    (dest / "sub" / "empty").mkdir()
+    res = snapshot.sync(str(dest), MemSource(files))
+    assert res["removed"] == ["sub/stale.bin"] and tree(str(dest)) == files
+    assert not (dest / "sub" / "empty").exists() and (dest / "sub" / "keep.bin").exists()
