@@ -142,6 +142,29 @@ def test_digest_mismatch_from_server_discards_the_file(snap, tmp_path):
         assert digest == sha256_file(str(root / rel))
 
 
+def test_a_mirror_that_ends_a_file_early_every_time_keeps_the_partial(snap, tmp_path):
+    """Issue 27: a mirror answering 200 with the full Content-Length that closes the connection cleanly after
+    3 MiB of a 40 MiB shard, on every try. The partial was thrown away and the message blamed the manifest."""
+    root, files = snap
+    dest = tmp_path / "dest"
+    shard = "model-00002-of-00003.safetensors"
+    with StaticServer(str(root)) as server:
+        server.cut[shard] = 3 * MIB
+        result, _out = run_module(_http_args(server, dest, workers=1))
+        assert result["failed"], result
+        msg = result["msg"]
+        assert "%s: the source sent %d of its %d bytes and then ended the transfer" % (shard, 3 * MIB, 40 * MIB) in msg
+        assert "closed the connection cleanly before the end each time" in msg and "resumes from there" in msg
+        assert "digest mismatch" not in msg and "manifest is not at fault" in msg
+        assert shard not in _final_files(dest) and _part_bytes(dest) == 3 * MIB
+        del server.cut[shard]  # the mirror is fixed: the rerun asks only for the rest of the shard
+        server.requests[:] = []
+        result, _out = run_module(_http_args(server, dest, workers=1))
+    assert not result.get("failed"), result
+    assert ("GET", shard, "bytes=%d-" % (3 * MIB)) in server.requests
+    assert tree(str(dest))[shard] == sha256_file(str(root / shard))
+
+
 def test_http_404_for_a_file_during_download(snap, tmp_path, monkeypatch):
     """The HEAD succeeds but the GET does not (file removed on the mirror mid-run)."""
     root, files = snap

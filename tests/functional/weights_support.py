@@ -122,6 +122,7 @@ class StaticServer(object):
         self.requests = []
         self.auth = []              # (path, Authorization header or None) per request: token scope tests
         self.override = {}
+        self.cut = {}               # path -> bytes after which the server ends the body (and the connection) cleanly
         self._lock = threading.Lock()
         server = self
 
@@ -160,6 +161,9 @@ class StaticServer(object):
                     self.send_header("Content-Range", "bytes %d-%d/%d" % (start, len(data) - 1, len(data)))
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
+                if self.command == "GET" and rel in server.cut:
+                    body = body[:max(0, server.cut[rel] - start)]
+                    self.close_connection = True  # Content-Length promised more: the client sees a clean EOF
                 if self.command == "GET":
                     send_body(self.wfile, body, server.rate, lambda n: server._count(rel, n))
 

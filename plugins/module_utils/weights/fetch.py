@@ -257,8 +257,10 @@ class HttpStream(object):
                 raise WeightsError("server answered Range: bytes=%d- with Content-Range %r for %s (%s)"
                                    % (offset, self.resp.getheader("Content-Range"), redact_url(url), what))
             self.offset = offset
+            self.total = rng[2]
         else:
             self.offset = 0  # 200: the whole body
+            self.total = self.resp.length  # None for a chunked answer
         self.resp_length = self.resp.length
 
     def readinto(self, view):
@@ -277,6 +279,7 @@ class LocalStream(object):
         except OSError as exc:
             raise WeightsError("cannot read %s (%s): %s" % (path, what, exc.strerror))
         size = os.fstat(self.fd).st_size
+        self.total = size
         self.offset = offset if 0 < offset <= size else 0
         os.lseek(self.fd, self.offset, os.SEEK_SET)
 
@@ -462,6 +465,23 @@ def _write_from(job, stream, digest, offset, may_retry):
     return True
 
 
+def _short_file(job, received, attempts, announced):
+    """The source ended the file early on every attempt: keep the partial (a rerun resumes) and say so."""
+    spec = job.spec
+    if announced is not None and announced < spec.size:
+        why = ("it announced the file as %d bytes: its copy is shorter than the manifest's (still being written, "
+               "or cut); fix or refresh the mirror" % announced)
+    else:
+        why = ("it closed the connection cleanly before the end each time (a proxy or the server's own time or "
+               "size limit); fix that limit or use another mirror")
+    return WeightsError(
+        "%s: the source sent %d of its %d bytes and then ended the transfer, on each of %d attempts; %s. The %d bytes "
+        "received are kept (%s) and the next run resumes from there. Nothing was placed at the final path, and "
+        "the manifest is not at fault: the bytes received so far were not checked against it yet"
+        % (job.what, received, spec.size, attempts, why, received, job.tmp_path),
+        path=spec.path, expected=spec.size, actual=received)
+
+
 def _check_digest(job, digest):
     """Remove the temp file and raise when its bytes are not the ones the spec names."""
     ok, expected, actual = digest_matches(job.spec, digest)
@@ -490,12 +510,15 @@ def fetch_to_temp(open_stream, spec, tmp_path, what, chunk_bytes=CHUNK_BYTES, pr
     while True:
         attempt += 1
         offset, stream = _resume_point(job, open_stream)
+        announced = getattr(stream, "total", None)
         digest = Digest(git_size=git_size)
         if offset:
             _feed_existing(tmp_path, digest, offset, chunk_bytes, dir_fd)
         if not _write_from(job, stream, digest, offset, attempt <= retries):
             continue  # resume from what reached the temp file
-        if spec.size is not None and digest.nbytes < spec.size and attempt <= retries:
-            continue  # connection closed early: resume
+        if spec.size is not None and digest.nbytes < spec.size:
+            if attempt <= retries:
+                continue  # connection closed early: resume
+            raise _short_file(job, digest.nbytes, attempt, announced)
         _check_digest(job, digest)
         return digest, job.counter[0]

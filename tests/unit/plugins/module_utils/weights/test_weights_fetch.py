@@ -82,7 +82,6 @@ def test_fetch_retries_a_dropped_connection_from_where_it_stopped(tmp_path):
 @pytest.mark.parametrize("body, size, fragment", [
     (DATA[:-1] + b"\0", len(DATA), "digest mismatch for x: expected " + SHA),
     (DATA + b"more", len(DATA), "expected %d bytes, got" % len(DATA)),
-    (DATA[:1000], len(DATA), "expected %d bytes, got 1000 bytes" % len(DATA)),
 ])
 def test_fetch_bad_bytes_leave_nothing(tmp_path, body, size, fragment):
     tmp = tmp_path / "x.part"
@@ -92,6 +91,44 @@ def test_fetch_bad_bytes_leave_nothing(tmp_path, body, size, fragment):
     assert fragment in err.value.message
     assert "nothing was placed at the final path" in err.value.message
     assert not tmp.exists()
+
+
+class ShortStream(FakeStream):
+    """A mirror whose answer ends cleanly after ``cut`` bytes every time (readinto returns 0, no error)."""
+
+    def __init__(self, offset, cut, total=None):
+        super(ShortStream, self).__init__(offset, body=DATA[:cut])
+        self.total = total
+
+
+@pytest.mark.parametrize("total, why", [
+    (1000, "it announced the file as 1000 bytes: its copy is shorter than the manifest's"),
+    (None, "it closed the connection cleanly before the end each time"),
+])
+def test_a_mirror_that_ends_the_file_early_every_time_keeps_the_partial(tmp_path, total, why):
+    """Issue 27: the partial was thrown away and the message blamed the manifest (digest mismatch)."""
+    tmp = tmp_path / "x.part"
+    calls = []
+
+    def open_stream(offset):
+        calls.append(offset)
+        return ShortStream(offset, 1000, total)
+
+    with pytest.raises(WeightsError) as err:
+        fetch.fetch_to_temp(open_stream, FileSpec("x", len(DATA), SHA), str(tmp), "x", chunk_bytes=65536 * 4, retries=2)
+    msg = err.value.message
+    assert "x: the source sent 1000 of its 256000 bytes and then ended the transfer, on each of 3 attempts" in msg
+    assert why in msg and "the next run resumes from there" in msg and "manifest is not at fault" in msg
+    assert "digest mismatch" not in msg
+    assert calls == [0, 1000, 1000]  # each retry resumes from what was kept
+    assert tmp.read_bytes() == DATA[:1000]
+
+    def open_full(offset):  # the mirror is fixed: the next run asks only for the rest
+        calls.append(offset)
+        return FakeStream(offset)
+
+    digest, moved = fetch.fetch_to_temp(open_full, FileSpec("x", len(DATA), SHA), str(tmp), "x", chunk_bytes=65536 * 4)
+    assert calls[-1] == 1000 and moved == len(DATA) - 1000 and digest.sha256_hex() == SHA
 
 
 @pytest.mark.parametrize("value, parsed", [
