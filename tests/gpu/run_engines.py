@@ -279,9 +279,11 @@ class Runner:
         return "timeout"
 
     def bench(self, case, argv, env, unit):
-        """A short `vllm bench serve` against the engine just started (same executable, same environment):
-        proves the benchmark client runs where the engine runs. case["bench"]: num_prompts, input_len,
-        output_len (a smoke run, not a measurement)."""
+        """A `vllm bench serve` run against the engine just started (same executable, same environment).
+        case["bench"] with `workloads`: the collection's bench role (tests/gpu/bench.yml), the measurement;
+        otherwise num_prompts, input_len, output_len: a smoke run of the client, not a measurement."""
+        if case["bench"].get("workloads"):
+            return self.bench_role(case, argv, env, unit)
         spec = dict({"num_prompts": 32, "input_len": 256, "output_len": 32}, **case["bench"])
         model_dir = argv[argv.index("serve") + 1]
         result = case["id"] + ".bench.json"
@@ -301,6 +303,41 @@ class Runner:
             handle.write(" ".join(cmd) + "\n" + (output or ""))
         return {"argv": cmd, "rc": rc, "seconds": round(time.monotonic() - began, 1),
                 "output_tail": (output or "")[-1500:], "result_file": result}
+
+    def bench_role(self, case, argv, env, unit):
+        """The bench role (tests/gpu/bench.yml) on this host against the case's engine: its report lands in
+        WORK/bench/<case>/ (report.md, results.json with vLLM's raw results, latency-throughput.png)."""
+        with open(os.path.join(self.opts.work, case["id"] + ".plan.json")) as handle:
+            plan = json.load(handle)
+        instance = dict(plan["instances"][0])
+        instance["port"] = int(self.base_url(unit).rsplit(":", 1)[1])
+        results = os.path.join(self.opts.work, "bench", case["id"])
+        os.makedirs(results, exist_ok=True)
+        variables = {"bench_instances": [instance], "bench_workloads": case["bench"]["workloads"],
+                     "bench_vllm_bin": argv[0], "bench_results_dir": results,
+                     "bench_planned_concurrency": plan.get("capacity", {}).get("max_concurrency", 0),
+                     "bench_probe": bool(case["bench"].get("probe", True)),
+                     "bench_slo": case["bench"].get("slo", {})}
+        vars_file = os.path.join(self.opts.work, case["id"] + ".bench-vars.json")
+        with open(vars_file, "w") as handle:
+            json.dump(variables, handle)
+        cmd = [sys.executable, "-m", "ansible.cli.playbook", "-i", "localhost,", "-c", "local",
+               os.path.join(HERE, "bench.yml"), "-e", "@" + vars_file]
+        began = time.monotonic()
+        run_env = dict(os.environ)
+        run_env.update({k: v for k, v in env.items() if k not in ("CUDA_VISIBLE_DEVICES",)})
+        run_env["ANSIBLE_PYTHON_INTERPRETER"] = sys.executable
+        limit = max(60, int(self.deadline - time.monotonic()) - 20)
+        try:
+            proc = subprocess.run(cmd, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  universal_newlines=True, timeout=limit, check=False)
+            rc, output = proc.returncode, proc.stdout
+        except subprocess.TimeoutExpired as exc:
+            rc, output = "timeout", exc.stdout if isinstance(exc.stdout, str) else ""
+        with open(os.path.join(self.opts.work, case["id"] + ".bench.log"), "w") as handle:
+            handle.write(" ".join(cmd) + "\n" + (output or ""))
+        return {"argv": cmd, "rc": rc, "seconds": round(time.monotonic() - began, 1),
+                "output_tail": (output or "")[-3000:], "results_dir": results}
 
     def base_url(self, unit):
         with open(unit) as handle:
