@@ -28,10 +28,11 @@ description:
     O(dest) to its peers (O(source=http)). C(progress.json) next to them shows a running job's progress.
   - Free space on the filesystem of O(dest) is checked against the bytes still to fetch before any
     download starts.
-  - O(dest) holds the snapshot and nothing else. Files the snapshot's manifest does not list (an earlier
-    model's or revision's, or after narrowing O(allow_patterns)) are removed once the snapshot is verified,
-    and folders left empty with them (result C(removed)); links are removed, never followed. A stale
-    C(model.safetensors.index.json) would otherwise make vLLM (and the planner) load the old shards.
+  - Files an earlier run placed in O(dest) (its record lists them) that the new manifest does not list - an
+    earlier model's or revision's, or after narrowing O(allow_patterns) - are removed before the fetch, with
+    the folders they leave empty (result C(removed)); a link there is removed, never followed. A stale
+    C(model.safetensors.index.json) would otherwise make vLLM (and the planner) load the old shards. Unlisted
+    files the module did not place are left alone and named in a warning.
 author:
   - gpufleet.vllm maintainers (@gpufleet)
 attributes:
@@ -248,8 +249,8 @@ repaired:
   sample: [model-00003-of-00004.safetensors]
 removed:
   description:
-    - Files in O(dest) that the snapshot's manifest does not list (an earlier model's or revision's), removed once
-      the snapshot is verified (in check mode, would be); folders left empty go too. A stale
+    - Files an earlier run placed in O(dest) that the snapshot's manifest does not list (an earlier model's or
+      revision's), removed before the fetch (in check mode, would be); folders left empty go too. A stale
       C(model.safetensors.index.json) would otherwise make vLLM and the planner use the old shards.
   returned: always
   type: list

@@ -227,7 +227,6 @@ class Run(object):
         self.new_files = {}
         self.record_text = None
         self.record = new_record()
-        self.strays = ([], [])  # (files, folders) in dest the manifest does not list
         self.result = {"changed": tree.created, "revision": source.revision, "source": source.kind,
                        "snapshot_dir": dest, "fetched": [], "repaired": [], "removed": [], "downloaded_bytes": 0,
                        "hashed_bytes": 0, "manifest": self.paths["manifest"], "record": self.paths["record"],
@@ -282,6 +281,9 @@ def _sync_locked(run):
     todo = _plan(run, stats, repair)
     if run.opts.check_mode:
         return _finish_check(run, stats, todo)
+    if run.result["removed"]:  # first: the record saved by a failed fetch no longer lists them
+        remove_strays(run.tree, run.result["removed"])
+        run.result["changed"] = True
     fetch_started = run.opts.clock()
     if todo:
         _fetch_all(run, todo)
@@ -352,8 +354,11 @@ def _plan(run, stats, repair):
         check_space(needed, free_bytes(run.paths["tmp"] if run.tree.tmp is not None else run.dest), run.dest)
     run.result["fetched"] = sorted(s.path for s in fetch)
     run.result["repaired"] = sorted(s.path for s in repair)
-    run.strays = strays(run.tree, [s.path for s in run.source.specs]) if run.tree.root is not None else ([], [])
-    run.result["removed"] = sorted(run.strays[0])
+    if run.tree.root is not None:
+        remove, foreign = strays(run.tree, [s.path for s in run.source.specs], run.record.get("files", {}))
+        run.result["removed"] = remove
+        if foreign:
+            run.result["warnings"].append(_foreign_warning(run.dest, foreign))
     run.result["diff"] = summarize_diff(list(run.new_files), fetch, repair, run.result["removed"])
     return todo
 
@@ -433,10 +438,8 @@ def _fetch_all(run, todo):
 
 
 def _settle(run):
-    """Files the manifest does not list, owner/group/mode on everything, record + manifest, stale partials."""
+    """Owner/group/mode on everything, record + manifest, stale partials."""
     specs, tree = run.source.specs, run.tree
-    if remove_strays(tree, *run.strays):
-        run.result["changed"] = True
     if run.opts.attrs is not None and _apply_all(tree, specs, run.opts.attrs):
         run.result["changed"] = True
         for spec in specs:  # chown/chmod does not touch mtime or inode, but refresh anyway
@@ -457,17 +460,15 @@ def _settle(run):
             safefs.unlink_quiet(tree.tmp, name)  # unlink removes a link itself, never its target
 
 
-def strays(tree, keep):
-    """(files, folders) below dest that the manifest does not list (the state folder aside), walked through
-    fds without following links: a file of an earlier model (a stale model.safetensors.index.json would make
-    the plan, and vLLM's loader, use the old shards) is one. Folders are those left empty once the files go,
-    deepest first. A link is a stray file (unlinking it never touches its target)."""
-    keep = set(keep)
-    kept_dirs = set()
-    for rel in keep:
-        parts = rel.split("/")
-        kept_dirs.update("/".join(parts[:depth]) for depth in range(1, len(parts)))
-    files, folders = [], []
+def strays(tree, keep, recorded):
+    """(remove, foreign) below dest, the state folder aside, walked through fds without following links.
+
+    ``remove``: files an earlier run of this module placed and recorded (an earlier model's or revision's)
+    that the new manifest does not list - a stale model.safetensors.index.json would make the plan, and
+    vLLM's loader, use the old shards. ``foreign``: unlisted files this module did not place; they are
+    reported, never removed (dest may be a folder someone else also uses)."""
+    keep, recorded = set(keep), set(recorded)
+    remove, foreign = [], []
 
     def walk(fd, prefix):
         for name in sorted(os.listdir(fd)):
@@ -481,42 +482,48 @@ def strays(tree, keep):
                     walk(sub, rel + "/")
                 finally:
                     os.close(sub)
-                if rel not in kept_dirs:
-                    folders.append(rel)
             elif st is not None and rel not in keep:
-                files.append(rel)
+                (remove if rel in recorded else foreign).append(rel)
 
     walk(tree.root, "")
-    return files, folders
+    return remove, foreign
 
 
-def remove_strays(tree, files, folders):
-    """Unlink the stray files, then remove the stray folders if empty. True when anything went."""
-    removed = False
+def remove_strays(tree, files):
+    """Unlink ``files`` (a link is removed, never its target), then the folders they leave empty."""
+    folders = set()
     for rel in files:
         fd, leaf = tree.parent_fd(rel)
-        if fd is not None:
-            try:
-                os.unlink(leaf, dir_fd=fd)
-                removed = True
-            except OSError as exc:
-                if exc.errno != errno.ENOENT:
-                    raise OSError(exc.errno, "cannot remove %s, which the manifest does not list: %s"
-                                  % (tree.where(rel), exc.strerror), tree.where(rel))
-            finally:
-                os.close(fd)
-    for rel in folders:  # deepest first (the walk appends a folder after its contents)
+        if fd is None:
+            continue
+        try:
+            os.unlink(leaf, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:
+                raise OSError(exc.errno, "cannot remove %s, which the new manifest does not list: %s"
+                              % (tree.where(rel), exc.strerror), tree.where(rel))
+        finally:
+            os.close(fd)
+        parts = rel.split("/")
+        folders.update("/".join(parts[:depth]) for depth in range(1, len(parts)))
+    for rel in sorted(folders, key=lambda f: -f.count("/")):  # deepest first
         fd, leaf = tree.parent_fd(rel)
-        if fd is not None:
-            try:
-                os.rmdir(leaf, dir_fd=fd)
-                removed = True
-            except OSError as exc:
-                if exc.errno not in (errno.ENOENT, errno.ENOTEMPTY, errno.EEXIST):
-                    raise
-            finally:
-                os.close(fd)
-    return removed
+        if fd is None:
+            continue
+        try:
+            os.rmdir(leaf, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.ENOTEMPTY, errno.EEXIST):
+                raise
+        finally:
+            os.close(fd)
+
+
+def _foreign_warning(dest, foreign):
+    shown = ", ".join(foreign[:10]) + (", ..." if len(foreign) > 10 else "")
+    return ("%s holds %d file(s) that the snapshot does not list and model_weights did not place, left as they are: "
+            "%s. vLLM reads every *.safetensors and a model.safetensors.index.json in the model folder: remove "
+            "them, or give the snapshot a folder of its own" % (dest, len(foreign), shown))
 
 
 def _apply_all(tree, specs, attrs, check_mode=False):

@@ -215,33 +215,36 @@ def test_progress_snapshot_eta():
 
 
 # Issue 27: a snapshot of model B over model A's. A's index named A's shards; vLLM and the planner read the
-# index when it exists, so a stale one (and stale shards) must not survive the switch.
+# index when it exists, so a stale one (and stale shards) must not survive the switch. Files this module did
+# not place are reported, never removed.
 MODEL_A = {"config.json": b'{"a": 1}', "model.safetensors.index.json": b'{"weight_map": {"x": "model-00001-of-00002.safetensors"}}',
            "model-00001-of-00002.safetensors": b"A1" * 5000, "model-00002-of-00002.safetensors": b"A2" * 5000,
            "extra/old.bin": b"old"}
 MODEL_B = {"config.json": b'{"b": 2}', "model.safetensors": b"B" * 7000}
+A_ONLY = ["extra/old.bin", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+          "model.safetensors.index.json"]
 
 
-def test_files_the_new_manifest_does_not_list_are_removed(tmp_path):
+def test_files_of_an_earlier_snapshot_the_new_manifest_does_not_list_are_removed(tmp_path):
     dest = tmp_path / "m"
     snapshot.sync(str(dest), MemSource(MODEL_A))
     outside = tmp_path / "outside.txt"
     outside.write_bytes(b"root's file")
     os.symlink(str(outside), str(dest / "planted-link"))
+    (dest / "notes.txt").write_bytes(b"someone else's")
 
     check = snapshot.sync(str(dest), MemSource(MODEL_B), check_mode=True)
-    assert check["changed"]
-    assert check["removed"] == ["extra/old.bin", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
-                                "model.safetensors.index.json", "planted-link"]
+    assert check["changed"] and check["removed"] == A_ONLY
     assert "model.safetensors.index.json  (not in the manifest: removed)" in check["diff"]["before"]
-    assert (dest / "model.safetensors.index.json").exists() and (dest / "planted-link").is_symlink()  # check mode
+    assert (dest / "model.safetensors.index.json").exists()  # check mode removes nothing
 
     res = snapshot.sync(str(dest), MemSource(MODEL_B))
-    assert res["changed"] and res["removed"] == check["removed"]
-    assert tree(str(dest)) == MODEL_B
-    assert not (dest / "extra").exists() and not os.path.lexists(str(dest / "planted-link"))
-    assert outside.read_bytes() == b"root's file"  # the link went, never its target
-    assert (dest / ".gpufleet-weights" / "record.json").exists()
+    assert res["changed"] and res["removed"] == A_ONLY
+    assert tree(str(dest)) == dict(MODEL_B, **{"notes.txt": b"someone else's", "planted-link": b"root's file"})
+    assert not (dest / "extra").exists()  # the folder it left empty went with it
+    assert (dest / "planted-link").is_symlink() and outside.read_bytes() == b"root's file"
+    assert any("2 file(s) that the snapshot does not list and model_weights did not place" in w
+               and "notes.txt, planted-link" in w for w in res["warnings"]), res["warnings"]
     sums = (dest / ".gpufleet-weights" / "SHA256SUMS").read_text()
     assert "index" not in sums and "model.safetensors" in sums
 
@@ -249,12 +252,24 @@ def test_files_the_new_manifest_does_not_list_are_removed(tmp_path):
     assert not again["changed"] and again["removed"] == []
 
 
-def test_a_folder_holding_a_listed_file_stays(tmp_path):
+def test_stale_files_go_even_when_the_first_fetch_of_the_new_snapshot_failed(tmp_path):
     dest = tmp_path / "m"
-    files = {"config.json": b"{}", "sub/keep.bin": b"k"}
+    snapshot.sync(str(dest), MemSource(MODEL_A))
+    with pytest.raises(WeightsError):
+        snapshot.sync(str(dest), MemSource(MODEL_B, serve={"model.safetensors": b"X" * 7000}))
+    assert not (dest / "model.safetensors.index.json").exists()
+    res = snapshot.sync(str(dest), MemSource(MODEL_B))
+    assert tree(str(dest)) == MODEL_B and res["removed"] == []
+
+
+def test_a_recorded_link_is_unlinked_never_followed(tmp_path):
+    dest = tmp_path / "m"
+    files = {"config.json": b"{}", "sub/keep.bin": b"k", "sub/old.bin": b"o"}
     snapshot.sync(str(dest), MemSource(files))
-    (dest / "sub" / "stale.bin").write_bytes(b"s")
-    (dest / "sub" / "empty").mkdir()
-    res = snapshot.sync(str(dest), MemSource(files))
-    assert res["removed"] == ["sub/stale.bin"] and tree(str(dest)) == files
-    assert not (dest / "sub" / "empty").exists() and (dest / "sub" / "keep.bin").exists()
+    outside = tmp_path / "precious"
+    outside.write_bytes(b"p")
+    os.unlink(str(dest / "sub" / "old.bin"))
+    os.symlink(str(outside), str(dest / "sub" / "old.bin"))  # the store's account swapped a recorded file
+    res = snapshot.sync(str(dest), MemSource({"config.json": b"{}", "sub/keep.bin": b"k"}))
+    assert res["removed"] == ["sub/old.bin"] and not os.path.lexists(str(dest / "sub" / "old.bin"))
+    assert outside.read_bytes() == b"p" and (dest / "sub" / "keep.bin").exists()
