@@ -363,6 +363,13 @@ def check_params(params):
         for pat in params[name] or []:
             if not pat or any(c in pat for c in "\x00\r\n"):
                 raise UserError("%s: %r is not a usable pattern (empty, newline or NUL)" % (name, pat), option=name)
+    hit = safefs.system_dir(params["dest"])
+    if hit is not None:
+        raise UserError("dest %s is %s: the module would give it to the snapshot's owner and remove files there that "
+                        "the manifest does not list. Use a folder of its own for the snapshot, such as "
+                        "/srv/models/<model> (absolute, no '.' or '..')"
+                        % (params["dest"], "a system folder" if hit == params["dest"].rstrip("/") or hit == "/"
+                           else "inside the system folder %s" % hit), option="dest")
     # required_if lets an explicit null through (``path: null``, or a variable that is unset).
     needed = {"hf": "repo_id", "http": "url", "local": "path"}[params["source"]]
     if not params[needed]:

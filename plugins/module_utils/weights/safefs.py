@@ -28,6 +28,31 @@ CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO planted at a file's path must not block root
 
 
+# Folders a model store or snapshot may never be (nor, for the trees, be inside): the role would give them to
+# the service account (chown), mount a filesystem over them (model_storage), or remove files there that a new
+# manifest does not list (model_weights). roles/model_storage/vars and roles/model_weights/vars hold the same
+# lists for the roles' own checks (tests/unit/.../test_weights_links.py keeps them in sync).
+SYSTEM_TREES = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/dev", "/proc",
+                "/sys", "/run")
+SYSTEM_DIRS = ("/", "/home", "/root", "/var", "/var/lib", "/var/log", "/var/cache", "/var/tmp", "/var/spool",
+               "/var/mail", "/var/opt", "/var/local", "/opt", "/srv", "/mnt", "/media", "/tmp", "/snap", "/lost+found")
+
+
+def system_dir(path):
+    """The system folder ``path`` is or lies in (SYSTEM_DIRS / SYSTEM_TREES), else None. ``path`` is read as
+    written: repeated and trailing slashes dropped; a '.' or '..' component counts as a system folder ('/')."""
+    parts = [p for p in path.split("/") if p]
+    if not path.startswith("/") or any(p in (".", "..") for p in parts):
+        return "/"
+    clean = "/" + "/".join(parts)
+    if clean in SYSTEM_DIRS:
+        return clean
+    for tree in SYSTEM_TREES:
+        if clean == tree or clean.startswith(tree + "/"):
+            return tree
+    return None
+
+
 def link_refused(where, exc=None):
     """The error for a link (or a non-folder where a folder belongs) found below dest/source."""
     why = "is a symbolic link or not a regular file/folder"

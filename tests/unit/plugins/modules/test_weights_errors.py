@@ -156,3 +156,26 @@ def test_first_error_skips_cancelled_futures():
     done = Future()
     done.set_result(1)
     assert snapshot.first_error([done]) is None
+
+
+@pytest.mark.parametrize("dest, says", [
+    ("/etc", "dest /etc is a system folder"),
+    ("/etc/systemd/system", "dest /etc/systemd/system is inside the system folder /etc"),
+    ("/", "dest / is a system folder"),
+    ("/home/", "dest /home/ is a system folder"),
+    ("/var/lib", "dest /var/lib is a system folder"),
+    ("/srv/models/../../usr", "dest /srv/models/../../usr is a system folder"),
+])
+def test_a_system_folder_as_dest_is_refused_before_anything(monkeypatch, tmp_path, src, dest, says):
+    """Issue 27: the module would chown it to the owner and remove unlisted files there."""
+    res = run_module(monkeypatch, dict(dest=dest, source="local", path=str(src)), check_mode=True)
+    assert res["failed"] and res["msg"].startswith(says), res["msg"]
+    assert "Use a folder of its own" in res["msg"]
+
+
+@pytest.mark.parametrize("path, hit", [
+    ("/etc", "/etc"), ("/etc/x", "/etc"), ("//usr//", "/usr"), ("/var", "/var"), ("/var/lib/vllm", None),
+    ("/srv", "/srv"), ("/srv/models", None), ("/a/./b", "/"), ("relative", "/"), ("/etcetera", None),
+])
+def test_system_dir_table(path, hit):
+    assert safefs.system_dir(path) == hit
