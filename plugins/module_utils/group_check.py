@@ -12,7 +12,8 @@ A probe (one per host) is a dict; missing keys mean "not probed" and are not com
 ``host``, ``node_rank``, ``vllm_version``, ``venv_digest`` (the venv's distributions), ``model_digest``
 (the served files' names and sizes), ``manifest_digest`` (the verified sha256 manifest), ``driver_version``, ``fabric_manager_version``, ``gpu_count``,
 ``gpu_name``, ``mig_enabled`` (GPU indices), ``interface`` ({name, up, address}), ``reach``
-({port: "ok" or the error} from this host to the head), ``shm_bytes``, ``hcas`` ([{name, port, state}]),
+({port: "ok" (this run's probe proved its token), "open" (something else answered) or the error} from
+this host to the head), ``shm_bytes``, ``hcas`` ([{name, port, state}]),
 ``peermem`` (bool).
 """
 from __future__ import absolute_import, division, print_function
@@ -78,11 +79,25 @@ def _interface_findings(probe):
     return []
 
 
-def _reach_findings(probe, head_host):
-    return [_finding(probe["host"], "head_port_unreachable",
-                     "cannot open TCP port %s on the head %s: %s" % (port, head_host, result),
-                     "open port %s from this host to the head (firewall, routing, vllm_fabric_interface)" % port)
-            for port, result in sorted((probe.get("reach") or {}).items(), key=lambda kv: int(kv[0])) if result != "ok"]
+def _reach_findings(probe, head):
+    """Per port: "ok" (the head's probe proved this run's token), "open" (something else answered: fine only
+    while the group's engine runs on the head and holds the port), or the connection error."""
+    out = []
+    for port, result in sorted((probe.get("reach") or {}).items(), key=lambda kv: int(kv[0])):
+        if result == "ok" or (result == "open" and head.get("unit_active")):
+            continue
+        if result == "open":
+            out.append(_finding(probe["host"], "head_port_not_probe",
+                                "port %s on the head %s answered, but not as this run's group probe (no token proof): "
+                                "another process listens there, or the head's probe listens on another address"
+                                % (port, head["host"]),
+                                "free port %s on the head or set vllm_profile.master_port to a free one; "
+                                "vllm_profile.master_addr must be the head's vllm_fabric_interface address" % port))
+        else:
+            out.append(_finding(probe["host"], "head_port_unreachable",
+                                "cannot open TCP port %s on the head %s: %s" % (port, head["host"], result),
+                                "open port %s from this host to the head (firewall, routing, vllm_fabric_interface)" % port))
+    return out
 
 
 def _head_port_findings(head):
@@ -137,7 +152,7 @@ def group_findings(probes, expected_hosts, rdma=False, memlock="infinity", shm_m
     for probe in probes:
         out += _interface_findings(probe) + _mig_findings(probe) + _shm_findings(probe, shm_min_bytes)
         if head is not None and probe is not head:
-            out += _reach_findings(probe, head["host"])
+            out += _reach_findings(probe, head)
         if rdma:
             out += _rdma_findings(probe, memlock)
     return out

@@ -10,10 +10,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import binascii
 import errno
 import fcntl
 import glob
 import hashlib
+import hmac
 import os
 import re
 import select
@@ -125,13 +127,78 @@ def shm_bytes(path="/dev/shm"):
     return stat.f_frsize * stat.f_blocks
 
 
-def connect(host, port, deadline_seconds, clock=time.time, sleep=time.sleep):
-    """"ok" once a TCP connection to host:port opens within the deadline, else the last error."""
+# The probe's handshake, so a connection counts only between this run's probes (a per-run token that never
+# crosses the wire): the listener greets with a nonce, the connector proves the token with an HMAC of it, the
+# listener proves it back. Anything else on the port (a stranger, another run's probe, the engine) fails it.
+GREETING = b"GPUFLEET-GROUP-PROBE/1 "
+OPEN_NOT_PROBE = "open"  # a TCP connection opened, but what listens there is not this run's probe
+
+
+def _mac(token, nonce, side):
+    return hmac.new(token.encode("utf-8"), side + b":" + nonce, hashlib.sha256).hexdigest().encode("ascii")
+
+
+def _recv_line(sock, limit=128, timeout=3.0):
+    """One line (without the newline) within ``timeout`` and ``limit`` bytes, else None."""
+    sock.settimeout(timeout)
+    data = b""
+    try:
+        while b"\n" not in data and len(data) <= limit:
+            piece = sock.recv(limit + 1 - len(data))
+            if not piece:
+                return None
+            data += piece
+    except (socket.error, OSError):
+        return None
+    line = data.split(b"\n", 1)[0]
+    return line if b"\n" in data else None
+
+
+def answer_peer(conn, token):
+    """Listener side: True when the peer proved the token (and got the head's proof back)."""
+    nonce = binascii.hexlify(os.urandom(16))
+    try:
+        conn.settimeout(3.0)
+        conn.sendall(GREETING + nonce + b"\n")
+        line = _recv_line(conn)
+        if line is None or not hmac.compare_digest(line, _mac(token, nonce, b"peer")):
+            return False
+        conn.sendall(_mac(token, nonce, b"head") + b"\n")
+        return True
+    except (socket.error, OSError):
+        return False
+
+
+def prove_to_head(sock, token):
+    """Connector side: "ok" when the head's probe proved the token, OPEN_NOT_PROBE when no probe greeted."""
+    line = _recv_line(sock)
+    if line is None or not line.startswith(GREETING) or len(line) > len(GREETING) + 64:
+        return OPEN_NOT_PROBE
+    nonce = line[len(GREETING):]
+    try:
+        sock.sendall(_mac(token, nonce, b"peer") + b"\n")
+    except (socket.error, OSError) as exc:
+        return "%s" % (exc,)
+    reply = _recv_line(sock)
+    if reply is None or not hmac.compare_digest(reply, _mac(token, nonce, b"head")):
+        return "the listener greeted as a group probe but did not prove this run's token (another run's probe?)"
+    return "ok"
+
+
+def connect(host, port, deadline_seconds, token, source_address=None, clock=time.time, sleep=time.sleep):
+    """"ok" once this run's probe on host:port is reached and authenticated within the deadline;
+    OPEN_NOT_PROBE when only something else answered there; else the last error."""
     end = clock() + deadline_seconds
     while True:
         try:
-            socket.create_connection((host, int(port)), timeout=3).close()
-            return "ok"
+            sock = socket.create_connection((host, int(port)), timeout=3,
+                                            source_address=(source_address, 0) if source_address else None)
+            try:
+                error = prove_to_head(sock, token)
+            finally:
+                sock.close()
+            if error in ("ok", OPEN_NOT_PROBE):
+                return error  # reached: the head's probe, or what already holds the port (the serving engine)
         except (socket.error, OSError) as exc:
             error = "%s" % (exc,)
         if clock() >= end:
@@ -153,14 +220,15 @@ def _bind(port, address):
     return sock, "listening"
 
 
-def listen(ports, seconds, expected_peers, address="0.0.0.0", clock=time.time):
-    """Hold each free port open until ``expected_peers`` connections arrived on every one, or ``seconds``
-    passed, so the other hosts' probes have something to reach before the engine exists. A port already
-    in use is reported, not taken (the engine of a serving group listens there)."""
+def listen(ports, seconds, expected_peers, address, token, clock=time.time):
+    """Hold each free port open on ``address`` (the fabric interface's) until ``expected_peers`` peers proved
+    the token on every one, or ``seconds`` passed, so the other hosts' probes have something to reach before
+    the engine exists. A port already in use is reported, not taken (the engine of a serving group listens
+    there). A connection that does not prove the token is counted apart (``strangers``), never as a peer."""
     result, sockets = {}, {}
     for port in ports:
         sock, state = _bind(port, address)
-        result[str(port)] = {"state": state, "peers": []}
+        result[str(port)] = {"state": state, "peers": [], "strangers": []}
         if sock is not None:
             sockets[sock] = str(port)
     end = clock() + seconds
@@ -172,8 +240,11 @@ def listen(ports, seconds, expected_peers, address="0.0.0.0", clock=time.time):
             readable = select.select(waiting, [], [], max(0.0, min(1.0, end - clock())))[0]
             for sock in readable:
                 conn, peer = sock.accept()
-                conn.close()
-                result[sockets[sock]]["peers"].append(peer[0])
+                try:
+                    key = "peers" if answer_peer(conn, token) else "strangers"
+                finally:
+                    conn.close()
+                result[sockets[sock]][key].append(peer[0])
     finally:
         for sock in sockets:
             sock.close()

@@ -48,10 +48,25 @@ options:
     description: The head's address on the group's network; with O(ports), each port is connected to from this host.
     type: str
   ports:
-    description: The TCP ports the group uses on the head (the master port).
+    description: The TCP ports the group uses on the head (the master port), each between 1 and 65535.
     type: list
     elements: int
     default: []
+  token:
+    description:
+      - The per-run secret the probes of one group share (the role makes a new one each run). A connection
+        counts only when both ends prove it (an HMAC of a nonce the listener sends; the token never crosses the
+        wire), so a stranger on the port, or another run's probe, is not taken for the head or for a peer.
+      - Required with O(ports).
+    type: str
+  listen_address:
+    description:
+      - With O(listen=true), the address to hold O(ports) on - the head's address on the group's network (the
+        fabric interface's), never every address. Required with O(listen=true).
+    type: str
+  source_address:
+    description: The address this host connects from (its fabric interface's), so the probe tests that network.
+    type: str
   unit:
     description: The group's systemd unit on this host; RV(probe.unit_active) says whether it runs.
     type: str
@@ -81,10 +96,12 @@ attributes:
 """
 
 EXAMPLES = r"""
-- name: Hold the master port open on the head while the others connect
+- name: Hold the master port open on the head's fabric address while the others connect
   gpufleet.vllm.vllm_group_probe:
     ports: [29501]
     listen: true
+    listen_address: 10.0.0.1
+    token: "{{ probe_token }}"
     expected_peers: 1
   async: 90
   poll: 0
@@ -97,7 +114,9 @@ EXAMPLES = r"""
     model_dir: /srv/models/qwen3-235b
     interface: ens1f0
     head_address: 10.0.0.1
+    source_address: 10.0.0.2
     ports: "{{ [] if vllm_node_rank == 0 else [29501] }}"
+    token: "{{ probe_token }}"
   register: probe
 """
 
@@ -120,14 +139,21 @@ probe:
     shm_bytes: {description: "Size of C(/dev/shm).", type: int, returned: always}
     hcas: {description: "C([{name, port, state}]) of every InfiniBand/RoCE port.", type: list, elements: dict, returned: with O(rdma)}
     peermem: {description: "Whether C(nvidia_peermem) is loaded.", type: bool, returned: with O(rdma)}
-    reach: {description: "Per port, C(ok) or the connection error to O(head_address).", type: dict, returned: always}
+    reach:
+      description:
+        - Per port, C(ok) (this run's probe on the head answered and proved O(token)), C(open) (a connection opened
+          but what listens there is not this run's probe - the running engine, or another process), or the error.
+      type: dict
+      returned: always
     unit_active: {description: "Whether O(unit) is active.", type: bool, returned: with O(unit)}
   sample: {vllm_version: "0.33.0", venv_digest: "9f2c...", fabric_manager_version: "580.65.06", reach: {"29501": "ok"}}
 listened:
-  description: With O(listen=true), per port C({state, peers}) - C(listening) or why not, and who connected.
+  description:
+    - With O(listen=true), per port C({state, peers, strangers}) - C(listening) or why not, the addresses of the
+      peers that proved O(token), and of the connections that did not.
   returned: always
   type: dict
-  sample: {"29501": {"state": "listening", "peers": ["10.0.0.2"]}}
+  sample: {"29501": {"state": "listening", "peers": ["10.0.0.2"], "strangers": []}}
 """
 
 import re
@@ -135,7 +161,7 @@ import re
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils import group_probe as gp
-from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import run_guarded
+from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError, run_guarded
 
 
 def _fabric_manager_version(module):
@@ -165,13 +191,29 @@ def _probe(module):
         probe["unit_active"] = rc == 0
     probe["reach"] = {}
     if p["head_address"] and not p["listen"]:
-        probe["reach"] = dict((str(port), gp.connect(p["head_address"], port, p["connect_timeout"])) for port in p["ports"])
+        probe["reach"] = dict((str(port), gp.connect(p["head_address"], port, p["connect_timeout"], p["token"],
+                                                     p["source_address"])) for port in p["ports"])
     return probe
+
+
+def _check_params(p):
+    bad = [port for port in p["ports"] if not 1 <= port <= 65535]
+    if bad:
+        raise UserError("ports must be TCP ports between 1 and 65535 (got %s): set vllm_profile.master_port to one"
+                        % ", ".join(map(str, bad)), option="ports")
+    if p["ports"] and not p["token"]:
+        raise UserError("token is required with ports: a connection counts only when both probes prove the same "
+                        "per-run token (the vllm role makes one)", option="token")
+    if p["listen"] and not p["listen_address"]:
+        raise UserError("listen_address is required with listen: true - the head's address on the group's network "
+                        "(vllm_fabric_interface's), never every address", option="listen_address")
 
 
 def _body(module):
     p = module.params
-    listened = gp.listen(p["ports"], p["listen_seconds"], p["expected_peers"]) if p["listen"] else {}
+    _check_params(p)
+    listened = (gp.listen(p["ports"], p["listen_seconds"], p["expected_peers"], p["listen_address"], p["token"])
+                if p["listen"] else {})
     return dict(changed=False, probe=_probe(module), listened=listened)
 
 
@@ -185,6 +227,9 @@ def main():
             rdma=dict(type="bool", default=False),
             head_address=dict(type="str"),
             ports=dict(type="list", elements="int", default=[]),
+            token=dict(type="str", no_log=True),
+            listen_address=dict(type="str"),
+            source_address=dict(type="str"),
             unit=dict(type="str"),
             connect_timeout=dict(type="int", default=20),
             listen=dict(type="bool", default=False),

