@@ -168,7 +168,7 @@ def test_no_proxy_from_the_environment(tmp_path):
     engine = serve()
     url = "http://127.0.0.1:%d" % proxy.server_address[1]
     code, out = run_gate(tmp_path, engine.server_address[1], os.getpid(),
-                            extra_env={"http_proxy": url, "HTTP_PROXY": url, "no_proxy": "", "NO_PROXY": ""})
+                         extra_env={"http_proxy": url, "HTTP_PROXY": url, "no_proxy": "", "NO_PROXY": ""})
     assert code == 0, out
     assert proxy.seen == []
 
