@@ -29,10 +29,10 @@ __metaclass__ = type
 import re
 
 # Characters that never need quoting in a systemd command line word.
-_SAFE_WORD = re.compile(r"^[A-Za-z0-9_./:,=+@^-]+$")
+_SAFE_WORD = re.compile(r"^[A-Za-z0-9_./:,=+@^-]+\Z")
 # First-word prefixes that change how systemd runs the command (systemd.service(5), table 1).
 EXEC_PREFIXES = "@-:+!"
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 
 _ESCAPES = {
     "\\": "\\\\",

@@ -274,3 +274,42 @@ def test_a_group_needs_its_fabric_interface_named(iface, ok):
     assert holds("cluster.yml", name, vllm_fabric_interface=iface, vllm_cluster_hosts=["gpu-01", "gpu-02"]) is ok
     t = task("cluster.yml", name)
     assert t["when"] == "vllm_cluster_hosts | length > 1"  # a single host needs none
+
+
+# Issue 27 LOW: Python's `$` matches before a final newline, and these values are written into the units as they
+# are: "infinity\nExecStartPre=..." passed and added a root directive that systemd-analyze verify accepts.
+INJECT = "\nExecStartPre=/bin/sh -c id"
+
+
+@pytest.mark.parametrize("overrides, ok", [
+    ({}, True),
+    ({"vllm_unit_prefix": "vllm\n"}, False),
+    ({"vllm_limit_memlock": "8M"}, True),
+    ({"vllm_limit_memlock": "infinity" + INJECT}, False),
+    ({"vllm_limit_nofile": "16384 x"}, False),
+    ({"vllm_user": "vllm" + INJECT}, False),
+    ({"vllm_restart_sec": "2s"}, True),
+    ({"vllm_timeout_start_sec": "3600\n"}, False),
+    ({"vllm_device_allow": ["char-nvidia-frontend rw", "/dev/nvidia0 rw"]}, True),
+    ({"vllm_device_allow": ["char-nvidia-frontend rw" + INJECT]}, False),
+    ({"vllm_rdma_device_allow": ["/dev/infiniband/rdma_cm rw\n"]}, False),
+    ({"vllm_cluster_hosts": ["gpu-01", "gpu-02\nExecStartPre=/x"]}, False),
+])
+def test_unit_directive_values(overrides, ok):
+    first = "Check the install and start settings"
+    second = "Check the values written as unit directives (a newline would add a root directive)"
+    both = holds("validate.yml", first, **overrides) and holds("validate.yml", second, **overrides)
+    assert both is ok
+
+
+@pytest.mark.parametrize("inst, ok", [
+    (instance(), True),
+    (instance(argv=GOOD["argv"][:5] + ["--port", "8001"], port=8000), False),   # vLLM listens on 8001, nginx uses 8000
+    (instance(argv=GOOD["argv"][:5] + ["--port=8000"], port=8000), True),
+    (instance(argv=GOOD["argv"][:5] + ["--port=9000"], port=8000), False),
+    (instance(cuda_visible_devices="0\nExecStartPre=/x"), False),             # the CPU platform skipped this check
+    (instance(cuda_visible_devices=""), True),                                # the CPU build needs no GPU
+])
+def test_hand_written_instance_port_and_gpus(inst, ok):
+    name = "Check each hand-written instance's port and GPUs (they reach the unit and the health gate's URL)"
+    assert holds_for_each("validate.yml", name, vllm_instances=[inst], vllm_platform="cpu") is ok

@@ -13,8 +13,8 @@ import os
 import re
 
 CHUNK_BYTES = 1024 * 1024  # read/write/hash unit: small enough to stay in the CPU cache
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}\Z")
+_HEX40 = re.compile(r"^[0-9a-f]{40}\Z")
 
 
 def is_sha256(value):
