@@ -150,6 +150,7 @@ def test_quote_environment(name, value, rendered):
         ("1X", "v", "not a valid environment variable name"),
         ("A-B", "v", "not a valid environment variable name"),
         ("", "v", "not a valid environment variable name"),
+        ("X\n", "v", "not a valid environment variable name"),  # issue 27: `$` let a final newline through
         ("X", ["a"], "must be a string"),
         ("X", None, "must be a string"),
     ],
@@ -188,3 +189,8 @@ def test_parse_exec_line_rejects(line, message):
 )
 def test_parse_exec_line_systemd_syntax(line, argv):
     assert parse_exec_line(line) == argv
+
+
+def test_a_word_ending_in_a_newline_is_quoted_not_bare():
+    """Issue 27: `$` matched before the final newline, so "a\\n" was written bare and ended the line."""
+    assert quote_word("abc\n") == '"abc\\n"'
