@@ -280,11 +280,16 @@ record:
 
 import os
 
+try:
+    from urllib.parse import urlsplit
+except ImportError:  # pragma: no cover - Python 2 is not supported
+    urlsplit = None
+
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError, run_guarded
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.errors import WeightsError
-from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.fetch import HttpClient
+from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.fetch import HttpClient, redact_url
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights import safefs, sources
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.snapshot import RECORD_NAME, sync
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.manifest import STATE_DIR
@@ -350,6 +355,16 @@ def resolve_id(name, kind):
                     "model_weights_create_owner does) or fix %s" % (kind, name, what, kind), option=kind)
 
 
+URL_OPTIONS = ("url", "manifest", "endpoint")
+
+
+def _has_userinfo(value):
+    try:
+        return "//" in value and "@" in urlsplit(value).netloc
+    except ValueError:  # an unparsable URL (a bad IPv6 literal): refused later, when it is used
+        return "@" in value.split("//", 1)[-1].split("/", 1)[0]
+
+
 def check_params(params):
     """Option checks AnsibleModule cannot express; each message names the option and the fix."""
     workers = params["workers"]
@@ -358,7 +373,15 @@ def check_params(params):
     for name in ("dest", "repo_id", "revision", "url", "manifest", "path", "endpoint"):
         value = params[name]
         if value is not None and any(c in value for c in "\x00\r\n"):
-            raise UserError("%s must not contain a newline or NUL character (got %r)" % (name, value), option=name)
+            shown = redact_url(value) if name in URL_OPTIONS else value
+            raise UserError("%s must not contain a newline or NUL character (got %r)" % (name, shown), option=name)
+    for name in URL_OPTIONS:
+        value = params[name]
+        if value and _has_userinfo(value):
+            raise UserError("%s %s carries user:password@, which would be dropped silently and written to logs: "
+                            "a mirror or endpoint that needs a password is not supported. Serve the mirror on the "
+                            "fleet's network without one, or give the hub a token (token / HF_TOKEN)"
+                            % (name, redact_url(value)), option=name)
     for name in ("allow_patterns", "ignore_patterns"):
         for pat in params[name] or []:
             if not pat or any(c in pat for c in "\x00\r\n"):
@@ -377,7 +400,7 @@ def check_params(params):
     for name in ("url", "endpoint"):
         value = params[name]
         if value and not value.startswith(("http://", "https://")):
-            raise UserError("%s %r must start with http:// or https://" % (name, value), option=name)
+            raise UserError("%s %r must start with http:// or https://" % (name, redact_url(value)), option=name)
 
 
 def hub_endpoint(params):

@@ -214,7 +214,12 @@ class HttpClient(object):
 
     def get_text(self, url, what="manifest"):
         resp = self.request("GET", url, what=what)
-        return resp.read().decode("utf-8")
+        data = resp.read()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise WeightsError("%s from %s is not UTF-8 text (byte %d): give the sha256sum output of the snapshot"
+                               % (what, redact_url(url), exc.start))
 
     def head_size(self, url, what):
         resp = self.request("HEAD", url, what=what)

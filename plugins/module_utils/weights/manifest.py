@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import posixpath
+import re
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.digest import is_sha256
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.errors import WeightsError
@@ -36,10 +37,33 @@ def _escape(name):
     return False, name
 
 
+# Control characters and the line separators str.splitlines() splits on: a name holding one cannot be written
+# as one line of SHA256SUMS and read back (sha256sum escapes only \\n and \\r), nor into a unit or a log line.
+_BAD_NAME_CHAR = re.compile(u"[\x00-\x1f\x7f\x85\u2028\u2029]")
+
+
+def decode_manifest(data, where):
+    """The manifest's text; a clear error when it is not UTF-8 (sha256sum output is)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise WeightsError("%s is not UTF-8 text (byte %d is 0x%02x): give the sha256sum output of the snapshot "
+                           "(LC_ALL=C.UTF-8 sha256sum ...)" % (where, exc.start, bytearray(data)[exc.start]))
+
+
 def check_relpath(path, where="manifest"):
-    """Return the normalised relative path, or raise if it escapes the snapshot directory."""
+    """Return the normalised relative path, or raise if it escapes the snapshot directory or cannot be a
+    line of the snapshot's SHA256SUMS (control characters, line separators, a name that is not UTF-8)."""
     if not path or path.startswith("/") or "\0" in path:
         raise WeightsError("%s: %r is not a relative path inside the snapshot" % (where, path))
+    bad = _BAD_NAME_CHAR.search(path)
+    if bad:
+        raise WeightsError("%s: %r holds the control character or line separator %r: rename the file (a snapshot's "
+                           "SHA256SUMS lists one name per line)" % (where, path, bad.group(0)))
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise WeightsError("%s: %r is not a UTF-8 file name: rename the file" % (where, path))
     norm = posixpath.normpath(path)
     parts = norm.split("/")
     if norm in (".", "") or ".." in parts:
@@ -57,7 +81,7 @@ def parse_manifest(text, where="manifest"):
     """
     entries = []
     seen = set()
-    for lineno, raw in enumerate(text.splitlines(), 1):
+    for lineno, raw in enumerate(text.split("\n"), 1):  # sha256sum's lines: not splitlines' \x85, \u2028, ...
         line = raw.rstrip("\r")
         if not line.strip() or line.lstrip().startswith("#"):
             continue

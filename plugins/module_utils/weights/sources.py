@@ -29,7 +29,7 @@ from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.fetch import
     HttpStream, LocalStream, join_url, redact_url,
 )
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.manifest import (
-    MANIFEST_NAME, STATE_DIR, check_relpath, parse_manifest, render_manifest,
+    MANIFEST_NAME, STATE_DIR, check_relpath, decode_manifest, parse_manifest, render_manifest,
 )
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.record import FileSpec
 
@@ -84,7 +84,7 @@ def read_manifest(client, manifest):
         return client.get_text(manifest, what="manifest " + redact_url(manifest))
     try:
         with open(manifest, "rb") as handle:
-            return handle.read().decode("utf-8")
+            return decode_manifest(handle.read(), "manifest " + manifest)
     except (IOError, OSError) as exc:
         raise WeightsError("cannot read manifest %s: %s; set manifest to a sha256sum file or URL" % (manifest, exc))
 
@@ -278,7 +278,7 @@ class LocalSource(Source):
                 local_file_dir_check(root, rel.replace(os.sep, "/"), follow_links)
             for name in files:
                 rel = name if rel_base == "." else os.path.join(rel_base, name)
-                found.append(rel.replace(os.sep, "/"))
+                found.append(check_relpath(rel.replace(os.sep, "/"), "source %s" % root))
         paths = sorted(filter_paths(found, allow, ignore))
         cache = {}
 

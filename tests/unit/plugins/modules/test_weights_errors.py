@@ -179,3 +179,16 @@ def test_a_system_folder_as_dest_is_refused_before_anything(monkeypatch, tmp_pat
 ])
 def test_system_dir_table(path, hit):
     assert safefs.system_dir(path) == hit
+
+
+@pytest.mark.parametrize("args, option", [
+    ({"source": "http", "url": "https://alice:s3cret@mirror.example/m"}, "url"),
+    ({"source": "http", "url": "https://mirror.example/m", "manifest": "https://alice:s3cret@mirror.example/SUMS"},
+     "manifest"),
+    ({"source": "hf", "repo_id": "org/m", "endpoint": "https://alice:s3cret@hub.example"}, "endpoint"),
+])
+def test_user_and_password_in_a_url_are_refused_and_never_echoed(monkeypatch, tmp_path, args, option):
+    """Issue 27 LOW: user:pass@ was dropped silently (the mirror answered 401) and echoed in the output."""
+    res = run_module(monkeypatch, dict(args, dest=str(tmp_path / "m")), check_mode=True)
+    assert res["failed"] and res["msg"].startswith(option + " https://") and "carries user:password@" in res["msg"]
+    assert "s3cret" not in str(res) and "alice" not in res["msg"]
