@@ -29,6 +29,7 @@ _NAME_RE = re.compile(r"(?<![A-Za-z0-9_:])(vllm:[A-Za-z0-9_:]+|node_[A-Za-z0-9_]
 _SAMPLE_RE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{.*\})?\s+\S+")
 _TYPE_RE = re.compile(r"^#\s+TYPE\s+([A-Za-z_:][A-Za-z0-9_:]*)\s+\S+")
 _LABEL_RE = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+_ASCII_COUNT = re.compile(r"[0-9]{1,18}\Z")
 
 
 def names_in_text(text):
@@ -81,7 +82,7 @@ def engine_blocks(exposition):
     counts = []
     for labels in sample_labels(exposition, "vllm:cache_config_info"):
         value = labels.get("num_gpu_blocks", "None")
-        if value.isdigit():
+        if _ASCII_COUNT.match(value):  # str.isdigit() takes "²" (int() then raises) and "١٢" (int() reads 12)
             counts.append(int(value))
     return min(counts) if counts else None
 

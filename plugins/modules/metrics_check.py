@@ -54,7 +54,7 @@ options:
         description: The KV blocks gpufleet.vllm.vllm_plan predicted (C(capacity.num_blocks)); V(vllm) only.
         type: int
   timeout:
-    description: Seconds to wait for each scrape.
+    description: Seconds each scrape may take in all, however slowly the answer arrives; an answer over 32 MiB is refused.
     type: int
     default: 10
   fail_on_missing:
@@ -109,6 +109,8 @@ missing:
   sample: {qwen3-14b-0: ["vllm:gpu_cache_usage_perc"]}
 """
 
+import threading
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_text
 from ansible.module_utils.urls import open_url
@@ -127,15 +129,36 @@ def _used_names(paths):
     return used
 
 
-def _scrape(target, timeout):
+MAX_EXPOSITION = 32 * 1024 * 1024  # vLLM's, node's and DCGM's /metrics are a few hundred KiB
+
+
+def _fetch(url, timeout, out):
     try:
-        response = open_url(target["url"], timeout=timeout, validate_certs=True, follow_redirects="none")
-        return to_text(response.read(), errors="surrogate_or_replace")
+        response = open_url(url, timeout=timeout, validate_certs=True, follow_redirects="none")
+        data = response.read(MAX_EXPOSITION + 1)
+        if len(data) > MAX_EXPOSITION:
+            out["error"] = "the answer is larger than %d MiB, not a metrics exposition" % (MAX_EXPOSITION >> 20)
+        else:
+            out["text"] = to_text(data, errors="surrogate_or_replace")
     except Exception as exc:  # urllib/socket errors of every kind: all mean "not scrapable"
+        out["error"] = "%s" % (exc,)
+
+
+def _scrape(target, timeout):
+    """The exposition, read within ``timeout`` seconds of wall-clock time however slowly it arrives."""
+    out = {}
+    worker = threading.Thread(target=_fetch, args=(target["url"], timeout, out))
+    worker.daemon = True
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        out["error"] = "no complete answer within %d s (timeout)" % timeout
+    if "error" in out:
         raise UserError(
             "Cannot scrape %s (%s) at %s: %s. Check that it runs and that this host may reach it "
-            "(targets[].url)." % (target["name"], target["job"], target["url"], exc),
+            "(targets[].url)." % (target["name"], target["job"], target["url"], out["error"]),
             target=target["name"])
+    return out["text"]
 
 
 def _check_target(target, used, timeout):

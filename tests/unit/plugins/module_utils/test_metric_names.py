@@ -98,6 +98,9 @@ def test_engine_blocks_of_the_real_scrape(real_scrape):
     ('vllm:cache_config_info{engine="0",num_gpu_blocks="2666"} 1.0\n'
      'vllm:cache_config_info{engine="1",num_gpu_blocks="2666"} 1.0\n', 2666),
     ("vllm:num_requests_running 0.0\n", None),
+    # Issue 27 LOW: str.isdigit() took these; int("\u00b2") raised (a traceback), int("\u0661\u0662") read 12.
+    ('vllm:cache_config_info{num_gpu_blocks="\u00b2"} 1.0\n', None),
+    ('vllm:cache_config_info{num_gpu_blocks="\u0661\u0662"} 1.0\n', None),
 ])
 def test_engine_blocks(exposition, expected):
     assert engine_blocks(exposition) == expected

@@ -13,6 +13,7 @@ __metaclass__ = type
 
 import os
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -97,3 +98,49 @@ def test_a_missing_rules_file_is_reported(monkeypatch, tmp_path, server):
     result = run_module(monkeypatch, metrics_check.main, dict(
         files=[str(tmp_path / "absent.yml")], targets=[dict(name="t", job="vllm", url=server + "/metrics")]))
     assert result["failed"] and "ENOENT" in result["msg"] and "absent.yml" in result["msg"]
+
+
+@pytest.fixture
+def hostile():
+    """A stand-in exporter that trickles one byte every 0.2 s (a per-read timeout never fires) or sends 40 MiB."""
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            self.send_response(200)
+            self.end_headers()
+            try:
+                if self.path == "/trickle":
+                    for _byte in range(200):
+                        self.wfile.write(b"#")
+                        self.wfile.flush()
+                        time.sleep(0.2)
+                else:
+                    for _chunk in range(40):
+                        self.wfile.write(b"# " + b"x" * (1024 * 1024 - 3) + b"\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield "http://127.0.0.1:%d" % httpd.server_address[1]
+    httpd.shutdown()
+
+
+def test_a_trickling_exporter_cannot_stretch_the_timeout(monkeypatch, tmp_path, hostile):
+    """Issue 27 LOW: the scrape had only a per-read timeout, so a trickle held the module forever."""
+    rules = _rules(tmp_path, "expr: node_load1 > 1\n")
+    began = time.time()
+    result = run_module(monkeypatch, metrics_check.main, dict(
+        files=[rules], timeout=2, targets=[dict(name="n", job="node", url=hostile + "/trickle")]))
+    assert result["failed"] and "no complete answer within 2 s" in result["msg"]
+    assert time.time() - began < 10
+
+
+def test_an_unbounded_exporter_answer_is_refused(monkeypatch, tmp_path, hostile):
+    rules = _rules(tmp_path, "expr: node_load1 > 1\n")
+    result = run_module(monkeypatch, metrics_check.main, dict(
+        files=[rules], timeout=30, targets=[dict(name="n", job="node", url=hostile + "/big")]))
+    assert result["failed"] and "larger than 32 MiB" in result["msg"]
