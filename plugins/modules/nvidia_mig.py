@@ -169,6 +169,15 @@ from ansible_collections.gpufleet.vllm.plugins.module_utils.nvml import (
 )
 
 
+def _nvml_error(exc, prefix=""):
+    """NVML's error for this module: its shared hints name gpu_facts' backend=nvidia-smi, which nvidia_mig lacks."""
+    text = exc.message()
+    if exc.kind == "library_missing":
+        text = text.replace(", or use backend=nvidia-smi", "") + (
+            " (nvidia_mig changes the mode through NVML only: it has no nvidia-smi backend)")
+    return UserError(prefix + text, kind=exc.kind)
+
+
 def _open_nvml(module, mode):
     try:
         nvml = Nvml(load_pynvml())
@@ -177,7 +186,7 @@ def _open_nvml(module, mode):
         if exc.absent and mode == "disabled" and not module.params["gpus"]:
             module.exit_json(changed=False, gpus=[], reset_required=False, reboot_required=False,
                              reason="no usable NVIDIA driver (%s): nothing to disable" % exc.kind)
-        raise UserError(exc.message(), kind=exc.kind)
+        raise _nvml_error(exc)
     return nvml
 
 
@@ -185,8 +194,7 @@ def _apply_one(module, nvml, handles, entry, mode):
     try:
         activation = set_mig_mode(nvml, handles[entry["index"]], mode)
     except NvmlFatalError as exc:
-        raise UserError("setting MIG %s on GPU%d (%s) failed: %s" % (
-            mode, entry["index"], entry.get("uuid"), exc.message()), kind=exc.kind)
+        raise _nvml_error(exc, "setting MIG %s on GPU%d (%s) failed: " % (mode, entry["index"], entry.get("uuid")))
     # NVML: the change may unbind or reset the device, so its attributes are read again.
     fresh, dummy = mig_state(nvml)
     now = fresh[entry["index"]]
@@ -228,7 +236,7 @@ def _run(module):
     try:
         result = _converge(module, nvml, mode)
     except NvmlFatalError as exc:
-        raise UserError(exc.message(), kind=exc.kind)
+        raise _nvml_error(exc)
     finally:
         nvml.shutdown()
     module.exit_json(**result)

@@ -150,3 +150,18 @@ def _raiser(lib, kind):
     def fail(*args):
         raise lib.NVMLError(code)
     return fail
+
+
+def test_a_missing_nvml_library_is_not_told_to_use_an_option_the_module_lacks(monkeypatch):
+    """Issue 27 LOW: the hint said "use backend=nvidia-smi", an option of gpu_facts, not of nvidia_mig."""
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.nvml import NvmlFatalError
+
+    def missing():
+        raise NvmlFatalError("library_missing", "No module named 'pynvml'")
+
+    monkeypatch.setattr(nvidia_mig, "load_pynvml", missing)
+    with patch_module_args({"mode": "enabled"}):
+        with pytest.raises(Fail) as info:
+            nvidia_mig.main()
+    msg = info.value.args[0]["msg"]
+    assert "pip install nvidia-ml-py" in msg and "backend" not in msg.replace("no nvidia-smi backend", "")
