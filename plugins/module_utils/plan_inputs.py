@@ -64,6 +64,36 @@ def _plain_text(value, option, allow_empty=False):
     return value
 
 
+# A host name (RFC 1123 labels) for master_addr / host: never a word vllm serve would read as a flag.
+_HOST_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\Z")
+
+
+def _is_address(value):
+    import socket  # pylint: disable=import-outside-toplevel
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, value)
+            return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def refuse_silent_defaults(p):
+    """Values validate_options replaced by a default without a word (issue 27): nodes 0, master_port 0 (or
+    empty), and a master_addr / host that is not a host name or IP address (``--headless`` would become a flag)."""
+    for key, default in (("nodes", 1), ("master_port", 29501)):
+        value = p.get(key)
+        if value is not None and not isinstance(value, bool) and value in (0, "0", ""):
+            raise UserError("%s is %r, which used to become %d without a word: give %s (at least 1) or leave it out "
+                            "for %d" % (key, value, default, key, default), option=key)
+    for key in ("master_addr", "host"):
+        value = p.get(key)
+        if isinstance(value, str) and value and not (_HOST_NAME.match(value) or _is_address(value)):
+            raise UserError("%s %r is not a host name or an IP address (a value starting with '-' is read by vllm serve "
+                            "as a flag): give the address, such as 10.0.0.1" % (key, value), option=key)
+
+
 def validate_options(p):
     """Return a copy of the module's parameters with every value checked (UserError otherwise)."""
     o = dict(p)
@@ -105,6 +135,7 @@ def validate_options(p):
         o["yarn"] = dict(o["yarn"])  # normalized in place below; the caller's copy stays as given
     _validate_yarn(o.get("yarn"))
     o["yarn"] = o.get("yarn") or None
+    refuse_silent_defaults(p)  # the values as given (o holds the defaults already)
     return o
 
 

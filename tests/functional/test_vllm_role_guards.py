@@ -133,7 +133,7 @@ SERVE = ["vllm", "serve", "/m", "--port", "8000"]
     ({"model": "/m", "host": "localhost"}, [], "", False, True),
     ({"model": "/m", "host": "0.0.0.0"}, [], "", False, False),     # issue 27: accepted with no key
     ({"model": "/m", "host": "10.0.0.5"}, [], "", False, False),
-    ({"model": "/m", "host": ""}, [], "", False, False),            # "" is every address
+    ({"model": "/m", "host": ""}, [], "", False, True),             # "" is the planner's default, 127.0.0.1
     ({"model": "/m", "host": "0.0.0.0"}, [], "sk-1", False, False),  # the key guards /v1 only: /invocations is open
     ({"model": "/m", "host": "0.0.0.0"}, [], "", True, True),       # a trusted network, said explicitly
     ({"model": "/m", "host": "127.0.0.1\n"}, [], "", False, False),
@@ -313,3 +313,16 @@ def test_unit_directive_values(overrides, ok):
 def test_hand_written_instance_port_and_gpus(inst, ok):
     name = "Check each hand-written instance's port and GPUs (they reach the unit and the health gate's URL)"
     assert holds_for_each("validate.yml", name, vllm_instances=[inst], vllm_platform="cpu") is ok
+
+
+
+@pytest.mark.parametrize("profile, instances, ok", [
+    ({"model": "/srv/models/m"}, [], True),
+    ({"served_model_name": "m"}, [], False),      # issue 27: the planner's error did not name vllm_profile.model
+    ({"model": ""}, [], False),
+    ({}, [], True),                               # nothing to serve: the check before says so
+    ({"served_model_name": "m"}, [GOOD], True),   # given instances: the profile is not used
+])
+def test_a_profile_names_its_model(profile, instances, ok):
+    assert holds("validate.yml", "Check that a profile names its model (vllm_profile.model)",
+                 vllm_profile=profile, vllm_instances=instances) is ok
