@@ -25,7 +25,9 @@ stamp "unpacking the bundle"
 "$ROOT/scripts/gpu-bundle.sh" unpack --to "$SITE" || exit 3
 export PYTHONPATH="$SITE"
 # The bench role runs vLLM's benchmark code with the python beside bin/vllm, as in a venv.
-[ -e "$SITE/bin/python" ] || ln -s "$(command -v python3)" "$SITE/bin/python"
+# A wrapper, not a link: a link to a venv's python outside that venv loses the venv's site-packages (torch).
+rm -f "$SITE/bin/python"; printf '#!/bin/sh\nexec %s "$@"\n' "$(command -v python3)" >"$SITE/bin/python"
+chmod +x "$SITE/bin/python"
 {
   nvidia-smi -L; nvidia-smi --query-gpu=name,memory.total,driver_version,mig.mode.current --format=csv
   echo "PID 1: $(ps -p 1 -o comm=)"; echo "python3: $(command -v python3) $(python3 --version 2>&1)"

@@ -195,12 +195,13 @@ def goodput_args(slo):
 def bench_argv(vllm, w, concurrency, base_url, model, tokenizer, result_dir, result_file, slo=None, seed=None):
     """The argv of ``vllm bench serve`` for workload ``w`` at one concurrency against ``base_url``.
 
-    ``seed`` is used when the workload has none (see run_seed).
+    ``seed``: this point's seed (session.plan_points: the workload's seed, or one drawn per run, plus the
+    point's index); without it the workload's own.
     """
     argv = [vllm, "bench", "serve", "--backend", "openai", "--endpoint", "/v1/completions",
             "--base-url", base_url.rstrip("/"), "--model", model, "--tokenizer", tokenizer]
     argv += _dataset_args(w)
-    argv += ["--num-prompts", str(w["num_prompts"]), "--max-concurrency", str(concurrency), "--seed", str(w["seed"] if w["seed"] is not None else seed or 0)]
+    argv += ["--num-prompts", str(w["num_prompts"]), "--max-concurrency", str(concurrency), "--seed", str(seed if seed is not None else w["seed"] or 0)]
     if w["request_rate"] is not None:
         argv += ["--request-rate", repr(w["request_rate"])]
     if w["warmups"]:
