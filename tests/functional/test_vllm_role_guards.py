@@ -145,7 +145,7 @@ SERVE = ["vllm", "serve", "/m", "--port", "8000"]
     ({}, [instance(argv=SERVE + ["--host", "127.0.0.1", "--headless"])], "", False, True),
     ({}, [instance(argv=SERVE + ["--headless"])], "", False, True),  # a headless member serves no HTTP
     ({}, [{"name": "g", "port": 8000, "nodes": [{"argv": SERVE + ["--host", "127.0.0.1"]},
-                                                 {"argv": SERVE + ["--host", "0.0.0.0"]}]}], "", False, False),
+                                                {"argv": SERVE + ["--host", "0.0.0.0"]}]}], "", False, False),
 ])
 def test_engine_bind_needs_loopback_or_consent(profile, instances, key, allow, ok):
     assert holds_for_each("validate.yml", BIND, vllm_profile=profile, vllm_instances=instances, vllm_api_key=key,
@@ -313,7 +313,6 @@ def test_unit_directive_values(overrides, ok):
 def test_hand_written_instance_port_and_gpus(inst, ok):
     name = "Check each hand-written instance's port and GPUs (they reach the unit and the health gate's URL)"
     assert holds_for_each("validate.yml", name, vllm_instances=[inst], vllm_platform="cpu") is ok
-
 
 
 @pytest.mark.parametrize("profile, instances, ok", [
