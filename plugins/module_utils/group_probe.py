@@ -239,7 +239,10 @@ def listen(ports, seconds, expected_peers, address, token, clock=time.time):
                 break
             readable = select.select(waiting, [], [], max(0.0, min(1.0, end - clock())))[0]
             for sock in readable:
-                conn, peer = sock.accept()
+                try:
+                    conn, peer = sock.accept()
+                except (socket.error, OSError):
+                    continue  # the peer gave up between select and accept (ECONNABORTED)
                 try:
                     key = "peers" if answer_peer(conn, token) else "strangers"
                 finally:
