@@ -151,3 +151,40 @@ def test_role_token_masked_in_vvv(served, tmp_path):
         rc, out = play(tmp_path, _vars(server, tmp_path / "d", model_weights_token=token), check=True,
                        verbose=True)
     assert rc == 0 and token not in out, out[-3000:]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to the owner needs root")
+def test_check_mode_plans_from_the_source_when_only_the_index_would_change(tmp_path):
+    """Issue 27: a host holding model A (sharded, with an index) and the same config.json as model B (one file): the
+    check-mode plan read A's stale index from dest, which the real run removes."""
+    config = b'{"architectures": ["Qwen3ForCausalLM"]}'
+    model_a = {"config.json": config, "model.safetensors.index.json": b'{"weight_map": {}}',
+               "model-00001-of-00002.safetensors": b"a1", "model-00002-of-00002.safetensors": b"a2"}
+    model_b = {"config.json": config, "model.safetensors": b"b"}
+    dest = tmp_path / "dest"
+    roots = {}
+    for name, files in (("a", model_a), ("b", model_b)):
+        roots[name] = tmp_path / ("served-" + name)
+        roots[name].mkdir()
+        (roots[name] / "SHA256SUMS").write_text(write_files(str(roots[name]), files))
+    with StaticServer(str(roots["a"])) as server:
+        rc, out = play(tmp_path, _vars(server, dest, model_weights_manifest=server.url + "/SHA256SUMS"))
+        assert rc == 0 and (dest / "model.safetensors.index.json").exists(), out[-3000:]
+    playbook = tmp_path / "report.yml"
+    playbook.write_text("- hosts: localhost\n  gather_facts: false\n  roles:\n    - gpufleet.vllm.model_weights\n"
+                        "  post_tasks:\n    - ansible.builtin.debug:\n        msg: \"CONFIG_DIR={{ model_weights_config_dir }}\"\n")
+    with StaticServer(str(roots["b"])) as server:
+        extra = tmp_path / "extra-b.json"
+        extra.write_text(json.dumps(_vars(server, dest, model_weights_manifest=server.url + "/SHA256SUMS")))
+        env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=collections_path(), ANSIBLE_NOCOLOR="1",
+                   ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
+        proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
+                               "-c", "local", str(playbook), "-e", "@%s" % extra, "-e",
+                               "ansible_python_interpreter=%s" % sys.executable, "--check"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=ROOT, timeout=600,
+                              check=False, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    config_dir = proc.stdout.split("CONFIG_DIR=", 1)[1].split('"', 1)[0]
+    assert config_dir.startswith(str(tmp_path / "controller-cache" / "localhost")), config_dir
+    assert not os.path.exists(os.path.join(config_dir, "model.safetensors.index.json"))
+    assert (dest / "model.safetensors.index.json").exists()  # check mode removed nothing on the host
