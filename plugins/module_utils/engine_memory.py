@@ -76,9 +76,62 @@ def model_runner(cfg, vllm_version, speculative_method=None, environment=None):
     return table[family], "%s model on vLLM %s: %s" % (family, ".".join(str(x) for x in version[:3]), source)
 
 
+# Scheduler defaults of the OpenAI server, vLLM 0.26.0 engine/arg_utils.py
+# _get_default_max_num_batched_tokens_and_seqs: (8192 batched tokens, 1024 sequences) on a GPU with
+# >= 70 GiB whose name does not contain "a100" (PR 17885), else (2048, 256).
+def scheduler_defaults(memory_total, gpu_name=None):
+    if (memory_total or 0) >= 70 * GIB and "a100" not in str(gpu_name or "").lower():
+        return 8192, 1024
+    return 2048, 256
+
+
+# Bytes per logit of the sampler warm-up in ``profile_run`` (``_dummy_sampler_run`` over
+# min(max_num_seqs, max_num_batched_tokens) dummy requests, the whole vocabulary each):
+# V2 (v1/worker/gpu/model_runner.py, "the sampler may skip top_k, top_p"): the model-dtype logits of
+# compute_logits + their float32 copy. V1 (v1/worker/gpu_model_runner.py, top_k/top_p set, not all greedy):
+# Sampler.forward's ``logits.to(torch.float32)``, TopKTopPSampler's ``logits.softmax(dtype=torch.float32)``
+# and random_sample's exponential noise ``empty_like(probs)``: three float32 copies beside the model-dtype one.
+SAMPLER_FP32_COPIES = {"v1": 3, "v2": 1}
+# CUDA-graph memory the V1 runner subtracts: profile_cudagraph_memory() CAPTURES the two largest graphs of
+# each mode and extrapolates (first capture + per-graph x the rest); it is measured at boot, not computable
+# from the config. Bound used: 1 GiB per GPU (0.26.0 / H200 measured 0.64 GiB MoE, 0.96 GiB hybrid at the
+# default 51 + 51 capture sizes up to 512). calibration_log gives the exact figure.
+V1_CUDAGRAPH_BOUND = int(1.0 * GIB)
+# Non-torch memory growth during profiling (NCCL, cuBLAS workspaces): measured at boot. Bound: 0.25 GiB
+# (measured 0.22 / 0.24 / 0.25 GiB at TP1, 0.06 at TP2).
+NON_TORCH_BOUND = int(0.25 * GIB)
+
+
+def forward_peak(text, cfg, tp, batched):
+    """Largest activation of the profile forward at max_num_batched_tokens, per GPU: the MLP's gate_up
+    output (2 x intermediate) and its activation's output (intermediate) live together; a MoE layer's
+    fused_moe intermediate caches instead: tokens x top_k x (2N + N) and tokens x top_k x hidden
+    (vllm/model_executor/layers/fused_moe intermediate_cache1/2/3)."""
+    dtype = cfg.get("dtype_bytes", 2)
+    n_moe = text.get("moe_intermediate_size")
+    top_k = text.get("num_experts_per_tok")
+    if cfg.get("is_moe") and n_moe and top_k:
+        return batched * int(top_k) * (3 * (int(n_moe) // max(tp, 1)) + int(cfg.get("hidden_size") or 0)) * dtype
+    inter = text.get("intermediate_size") or 4 * (cfg.get("hidden_size") or 0)
+    return batched * 3 * (int(inter) // max(tp, 1)) * dtype
+
+
+def profile_overhead(text, cfg, tp, memory_total, runner="v2", eager=False, gpu_name=None):
+    """What determine_available_memory subtracts besides the weights, per GPU: non-torch growth (bound),
+    the torch peak of profile_run (forward + sampler warm-up, summed: their max is what the engine sees,
+    the sum keeps the figure on the low side of the engine's KV), and on V1 with graphs the CUDA-graph
+    estimate (bound). V2's profile_cudagraph_memory returns 0: graphs are captured after the KV cache."""
+    batched, seqs = scheduler_defaults(memory_total, gpu_name)
+    reqs = min(seqs, batched)
+    logits = reqs * int(cfg.get("vocab_size") or 0) * (cfg.get("dtype_bytes", 2) + 4 * SAMPLER_FP32_COPIES[runner])
+    graphs = V1_CUDAGRAPH_BOUND if runner == "v1" and not eager else 0
+    return NON_TORCH_BOUND + forward_peak(text, cfg, tp, batched) + logits + graphs
+
+
 _USAGE = re.compile(r"Actual usage is ([\d.]+) GiB for weight, ([\d.]+) GiB for peak activation, ([\d.]+) GiB for "
                     r"non-torch memory, and ([\d.]+) GiB for CUDAGraph memory")
 _AVAILABLE = re.compile(r"Available KV cache memory: (-?[\d.]+) GiB")
+_ESTIMATED_GRAPHS = re.compile(r"Estimated CUDA graph memory: ([\d.]+) GiB total")
 _DEVICE = re.compile(r"Free memory on device \(([\d.]+)/([\d.]+) GiB\) on startup\. Desired GPU memory utilization is \(([\d.]+),")
 # Every figure is printed to 2 decimals of a GiB: each term may be up to half a unit off.
 ROUNDING = int(0.005 * GIB)
@@ -95,8 +148,15 @@ def calibration_from_log(text):
         raise CalibrationError("calibration_log has no \"Actual usage is W GiB for weight, A GiB for peak activation, N GiB "
                                "for non-torch memory, and G GiB for CUDAGraph memory\" line: give the boot log of an engine "
                                "started with --gpu-memory-utilization (not --kv-cache-memory-bytes), e.g. journalctl -u <unit>")
-    weight, activation, non_torch, graphs = (int(round(float(v) * GIB)) for v in usage.groups())
-    out = {"weights_bytes": weight, "activation_bytes": activation, "non_torch_bytes": non_torch, "cudagraph_bytes": graphs,
+    weight, activation, non_torch, captured = (int(round(float(v) * GIB)) for v in usage.groups())
+    # The graph memory determine_available_memory SUBTRACTED: V1's "Estimated CUDA graph memory" (the
+    # "Actual usage" figure is the capture made after sizing); V2 and eager engines subtract none.
+    estimated = _ESTIMATED_GRAPHS.search(text)
+    if "CUDA graph memory profiling is disabled" in text:  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0
+        estimated = None
+    out = {"weights_bytes": weight, "activation_bytes": activation, "non_torch_bytes": non_torch,
+           "cudagraph_captured_bytes": captured,
+           "cudagraph_bytes": int(round(float(estimated.group(1)) * GIB)) if estimated else 0,
            "runner": "v2" if "Using V2 Model Runner" in text else "v1"}
     available = _AVAILABLE.search(text)
     device = _DEVICE.search(text)

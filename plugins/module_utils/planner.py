@@ -23,47 +23,25 @@ from ansible_collections.gpufleet.vllm.plugins.module_utils.placement import nor
 
 GIB = kv.GIB
 
-# Default overhead model for the utilization-only estimate, per GPU, calibrated on vLLM 0.26.0 / 2 x H200
-# (tests/fixtures/gpu-acceptance: Qwen3-14B TP1 and Qwen3-32B TP2, --enforce-eager) from the engine's
-# "Actual usage is W GiB for weight, A GiB for peak activation, N GiB for non-torch memory, and
-# G GiB for CUDAGraph memory" line; calibrate memory_overhead_bytes from that line for other setups.
-OVERHEAD_NON_TORCH = int(0.25 * GIB)  # measured 0.22 GiB (TP1) and 0.06 GiB (TP2)
-OVERHEAD_CUDAGRAPH = int(0.5 * GIB)   # V2 runner, graphs on: vLLM subtracts no graph memory (engine_memory);
-# this term is kept as the margin the dense graphs-on runs needed (0.13-0.43 % under the engine, issue 28)
-# until the graphs-0.26.0 logs recalibrate the V2 activation peak. 0 with --enforce-eager.
-# V1 runner (0.26.0: MoE and hybrid), graphs on, PROVISIONAL from the outside check of issue 28 (graph estimate
-# 0.6-1.0 GiB, profiling peak 2.7-3.6 GiB on one H200): the upper graph figure, and the sampler warm-up over
-# max_num_seqs requests with top-k/top-p (V1 _dummy_sampler_run sorts the fp32 logits) as 6 logits copies.
-OVERHEAD_V1_CUDAGRAPH = int(1.0 * GIB)
-V1_SAMPLER_LOGITS_COPIES = 6
+# The utilization-only estimate's overhead model lives in engine_memory.profile_overhead (terms read in
+# vLLM 0.26.0's determine_available_memory / profile_run; bounds where vLLM measures at boot). Checked on the
+# real H200 runs of tests/fixtures/gpu-acceptance (eager) and graphs-0.26.0 (CUDA graphs on):
+# tests/unit/plugins/module_utils/test_planner_graphs_calibration.py.
+OVERHEAD_NON_TORCH = em.NON_TORCH_BOUND
 
 
 def _f(level, code, message, fix):
     return va.finding(level, code, message, fix)
 
 
-def default_overhead(cfg, tp, memory_total, intermediate=None, eager=False, runner="v2"):
-    """Activation peak of the profile run + CUDA graphs + non-torch memory, per GPU.
-
-    Activation: the MLP's gate/up output for max_num_batched_tokens (8192 on >= 70 GiB GPUs, else
-    2048) plus fp32 logits for max_num_seqs (1024 / 256) dummy requests. On 0.26.0 / H200 this gives
-    1.11 GiB for Qwen3-14B (measured 1.14) and 0.97 GiB for Qwen3-32B TP2 (measured 1.01). The V1 runner
-    (engine_memory.model_runner) adds its graph estimate and its sampler's sort copies when graphs are on."""
-    large = (memory_total or 0) >= 70 * GIB
-    batched, seqs = (8192, 1024) if large else (2048, 256)
-    inter = intermediate or 4 * (cfg.get("hidden_size") or 0)
-    logits = seqs * (cfg.get("vocab_size") or 0) * 4
-    activation = batched * 2 * (inter // max(tp, 1)) * cfg.get("dtype_bytes", 2) + logits
-    if eager:
-        return OVERHEAD_NON_TORCH + activation
-    if runner == "v1":
-        return OVERHEAD_NON_TORCH + OVERHEAD_V1_CUDAGRAPH + activation + (V1_SAMPLER_LOGITS_COPIES - 1) * logits
-    return OVERHEAD_NON_TORCH + OVERHEAD_CUDAGRAPH + activation
+def default_overhead(cfg, tp, memory_total, text=None, eager=False, runner="v2", gpu_name=None):
+    """Non-torch growth + torch peak of the profile run + (V1 runner, graphs on) the CUDA-graph estimate,
+    per GPU: engine_memory.profile_overhead. ``text``: the model's (text) config.json mapping."""
+    return em.profile_overhead(text or {}, cfg, tp, memory_total, runner, eager, gpu_name)
 
 
-def _intermediate_size(raw_config):
-    text = raw_config.get("text_config") if isinstance(raw_config.get("text_config"), dict) else raw_config
-    return text.get("intermediate_size")
+def _text_config(raw_config):
+    return raw_config.get("text_config") if isinstance(raw_config.get("text_config"), dict) else raw_config
 
 
 def _oom_check(kv_bytes, weights_rank, overhead, mem_total):
@@ -308,7 +286,7 @@ def _kv_memory(p, cfg, raw_config, tp, pp, weights_total, mem_total):
     kv_bytes = p.get("kv_cache_memory_bytes")
     if kv_bytes:
         if mem_total and weights_rank is not None:
-            overhead = p.get("memory_overhead_bytes") or default_overhead(cfg, tp, mem_total)
+            overhead = p.get("memory_overhead_bytes") or default_overhead(cfg, tp, mem_total, _text_config(raw_config))
             findings += _oom_check(int(kv_bytes), weights_rank, overhead, p.get("_oom_total") or mem_total)
         return weights_rank, int(kv_bytes), None, findings
     if not (mem_total and weights_rank is not None):
@@ -354,7 +332,7 @@ def _overhead(p, cfg, raw_config, tp, mem_total, weights_rank):
                    "re-calibrate after changing the model, TP, max_num_seqs, max_num_batched_tokens or the vLLM release")
         return em.calibrated_overhead(cal), em.calibrated_weights(cal), est, [found]
     eager = "--enforce-eager" in (p.get("extra_args") or [])
-    overhead = p.get("memory_overhead_bytes") or default_overhead(cfg, tp, mem_total, _intermediate_size(raw_config), eager, runner)
+    overhead = p.get("memory_overhead_bytes") or default_overhead(cfg, tp, mem_total, _text_config(raw_config), eager, runner)
     return overhead, weights_rank, est, []
 
 

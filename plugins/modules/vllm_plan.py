@@ -112,16 +112,22 @@ options:
     type: float
   memory_overhead_bytes:
     description:
-      - Per-GPU non-KV memory besides weights (activation peak, CUDA graphs, non-torch) for the utilization-only estimate.
-      - Calibrate it from vLLM's boot log line C(Actual usage is X GiB for consumed memory, Y GiB for peak activation, Z GiB for CUDAGraph memory).
+      - Per-GPU non-KV memory besides weights (activation peak, the CUDA-graph estimate the V1 model runner subtracts,
+        non-torch) for the utilization-only estimate; overrides the model of C(plugins/module_utils/engine_memory.py).
+      - Without it the estimate computes the profile run's peak from config.json (the MLP or fused-MoE buffers at
+        max_num_batched_tokens, the sampler warm-up's logits over max_num_seqs requests, one float32 copy on the V2
+        runner, three on V1) and bounds what vLLM measures at boot (non-torch 0.25 GiB, V1 graph estimate 1 GiB), so
+        it stays at or under the engine's KV figure; O(calibration_log) makes it exact.
     type: int
   calibration_log:
     description:
       - The boot log of one engine of this model, TP, release and scheduler settings, started with
         C(--gpu-memory-utilization) (C(journalctl -u vllm-<instance>), or a GPU acceptance case's C(.engine.log)).
       - The utilization estimate then uses that engine's own terms (the C(Actual usage is W GiB for weight, A GiB for peak
-        activation, N GiB for non-torch memory, and G GiB for CUDAGraph memory) line), each taken at the top of its
-        2-decimal rounding so the plan stays at or below the engine's figure; it overrides O(memory_overhead_bytes).
+        activation, N GiB for non-torch memory, and G GiB for CUDAGraph memory) line and, on the V1 runner, the
+        C(Estimated CUDA graph memory) it subtracted; G is the capture made after sizing, not subtracted), each taken at
+        the top of its 2-decimal rounding so the plan stays at or below the engine's figure; it overrides
+        O(memory_overhead_bytes).
       - Without it the estimate models the model runner the release uses for the model family
         (C(capacity.estimate.model_runner), C(plugins/module_utils/engine_memory.py)).
     type: str

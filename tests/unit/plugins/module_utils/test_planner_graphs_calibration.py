@@ -1,0 +1,134 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Issue 28: the utilization-only KV estimate against REAL vLLM 0.26.0 engines on one H200.
+
+One row per real run: CUDA graphs on (tests/fixtures/gpu-acceptance/graphs-0.26.0/cases: dense Qwen3-8B on the
+V2 runner, MoE Qwen3-30B-A3B and hybrid Qwen3.6-27B on the V1 runner) and eager (tests/fixtures/gpu-acceptance
+cases/ and rerun/: Qwen3-14B TP1, Qwen3-32B TP2). The expected figure is the "GPU KV cache size: N tokens"
+line of each committed engine log; the plan's argv comes from the argv that engine ran with (results.json).
+The estimate must be within 1 % of the engine and never above it; fed the engine's own boot log
+(calibration_log) the plan is exact within 0.05 % and never above.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import re
+
+import pytest
+
+from ansible_collections.gpufleet.vllm.plugins.module_utils import engine_memory as em
+from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build_plan
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures")
+ACC = os.path.join(FIXTURES, "gpu-acceptance")
+GIB = 1024 ** 3
+
+
+def _read(*parts):
+    with open(os.path.join(*parts)) as fh:
+        return fh.read()
+
+
+def _json(*parts):
+    return json.loads(_read(*parts))
+
+
+FACTS = _json(ACC, "gpu_facts.json")["nvml"]
+GRAPH_ARGV = dict((c["id"], c) for c in _json(ACC, "graphs-0.26.0", "results.json")["cases"])
+EAGER_ARGV = dict((c["id"], c) for c in _json(ACC, "results.json")["cases"])
+
+# (log folder, case id, results.json table, runner the engine logged, weights from the safetensors index)
+RUNS = [
+    ("graphs-0.26.0/cases", "graphs-dense-qwen3-8b-util", GRAPH_ARGV, "v2", False),
+    ("graphs-0.26.0/cases", "graphs-moe-qwen3-30b-a3b-util", GRAPH_ARGV, "v1", False),
+    ("graphs-0.26.0/cases", "graphs-hybrid-qwen3.6-27b-util", GRAPH_ARGV, "v1", False),
+    ("cases", "dense-qwen3-14b-tp1-util", EAGER_ARGV, "v2", True),
+    ("cases", "dense-qwen3-32b-tp2-util", EAGER_ARGV, "v2", True),
+    ("rerun", "dense-qwen3-14b-tp1-util", EAGER_ARGV, "v2", True),
+    ("rerun", "dense-qwen3-32b-tp2-util", EAGER_ARGV, "v2", True),
+]
+IDS = ["%s/%s" % (r[0].split("/", maxsplit=1)[0], r[1]) for r in RUNS]
+GRAPH_RUNS = [r for r in RUNS if r[0].startswith("graphs")]
+
+
+def _logged_tokens(folder, case_id):
+    log = _read(ACC, folder, case_id + ".engine.log")
+    return int(re.search(r"GPU KV cache size: ([\d,]+) tokens", log).group(1).replace(",", "")), log
+
+
+def _flag(argv, name):
+    return argv[argv.index(name) + 1]
+
+
+def _plan(case, with_index, **extra):
+    argv = case["argv"]
+    model = case["model"]
+    raw = _json(FIXTURES, "model-configs", model + ".config.json")
+    params = dict(model="unused", gpus=FACTS, tensor_parallel_size=int(_flag(argv, "--tensor-parallel-size")),
+                  pipeline_parallel_size=1, instances=1, max_model_len=int(_flag(argv, "--max-model-len")),
+                  kv_cache_dtype="auto", gpu_memory_utilization=float(_flag(argv, "--gpu-memory-utilization")),
+                  enable_prefix_caching="--no-enable-prefix-caching" not in argv, num_speculative_tokens=0,
+                  host="127.0.0.1", port_base=8000, vllm_version="0.26.0",
+                  language_model_only="--language-model-only" in argv,
+                  extra_args=["--enforce-eager"] if "--enforce-eager" in argv else [])
+    params.update(extra)
+    if not with_index:
+        return build_plan(params, raw, "unused")
+    index = _read(FIXTURES, "model-configs", model + ".model.safetensors.index.PARTIAL.txt")
+    total = int(re.search(r'"total_size":\s*(\d+)', index).group(1))
+    return build_plan(params, raw, "unused", weights_total=total, weights_source="index")
+
+
+@pytest.mark.parametrize("run", RUNS, ids=IDS)
+def test_utilization_estimate_within_one_percent_and_never_above(run):
+    folder, case_id, table, runner, with_index = run
+    logged, log = _logged_tokens(folder, case_id)
+    assert ("Using V2 Model Runner" in log) is (runner == "v2")
+    assert ("--enforce-eager" in table[case_id]["argv"]) is (not folder.startswith("graphs"))
+    cap = _plan(table[case_id], with_index)["capacity"]
+    assert cap["estimate"]["model_runner"] == runner
+    rel = cap["kv_cache_tokens"] / float(logged) - 1
+    assert -0.01 <= rel <= 0, (cap["kv_cache_tokens"], logged, rel)
+
+
+@pytest.mark.parametrize("run", GRAPH_RUNS, ids=[r[1] for r in GRAPH_RUNS])
+def test_calibration_from_the_graphs_boot_log_is_exact(run):
+    folder, case_id, table, runner, with_index = run
+    logged, log = _logged_tokens(folder, case_id)
+    got = _plan(table[case_id], with_index, calibration_log=log)
+    cap = got["capacity"]
+    assert cap["estimate"]["calibrated"] is True
+    assert cap["estimate"]["calibration"]["runner"] == runner
+    assert cap["kv_cache_tokens"] <= logged
+    assert cap["kv_cache_tokens"] >= logged * (1 - 0.0005), (cap["kv_cache_tokens"], logged)
+
+
+def test_calibration_subtracts_the_graph_estimate_not_the_capture():
+    """The V1 engine subtracted "Estimated CUDA graph memory: 0.64 GiB total" and captured 0.8 GiB after sizing;
+    the V2 engine subtracted nothing and captured 1.0 GiB (graphs-0.26.0/README.md)."""
+    moe = em.calibration_from_log(_read(ACC, "graphs-0.26.0", "cases", "graphs-moe-qwen3-30b-a3b-util.engine.log"))
+    dense = em.calibration_from_log(_read(ACC, "graphs-0.26.0", "cases", "graphs-dense-qwen3-8b-util.engine.log"))
+    assert (moe["cudagraph_bytes"], moe["cudagraph_captured_bytes"]) == (int(round(0.64 * GIB)), int(round(0.8 * GIB)))
+    assert (dense["cudagraph_bytes"], dense["cudagraph_captured_bytes"]) == (0, int(round(1.0 * GIB)))
+
+
+@pytest.mark.parametrize("folder, case_id", [(r[0], r[1]) for r in GRAPH_RUNS], ids=[r[1] for r in GRAPH_RUNS])
+def test_engine_terms_add_up_as_determine_available_memory_does(folder, case_id):
+    """requested - weights - activation - non-torch - (V1's graph estimate) = the logged available KV, to the
+    rounding of the 2-decimal figures: the rule profile_overhead models (0.26.0 gpu_worker.py)."""
+    cal = em.calibration_from_log(_read(ACC, folder, case_id + ".engine.log"))
+    requested = int(cal["gpu_memory_utilization"] * cal["cuda_total_gib"] * GIB)
+    computed = requested - cal["weights_bytes"] - cal["activation_bytes"] - cal["non_torch_bytes"] - cal["cudagraph_bytes"]
+    assert abs(computed - cal["available_kv_bytes"]) <= 4 * em.ROUNDING + 0.01 * GIB
+
+
+def test_scheduler_defaults_per_gpu_class():
+    """vLLM 0.26.0 arg_utils: 8192 / 1024 on >= 70 GiB GPUs except A100s (PR 17885), 2048 / 256 otherwise."""
+    assert em.scheduler_defaults(150109880320, "NVIDIA H200") == (8192, 1024)
+    assert em.scheduler_defaults(85 * GIB, "NVIDIA A100-SXM4-80GB") == (2048, 256)
+    assert em.scheduler_defaults(24 * GIB, "NVIDIA GeForce RTX 4090") == (2048, 256)
