@@ -96,6 +96,37 @@ def test_utilization_estimate_within_one_percent_and_never_above(run):
     assert -0.01 <= rel <= 0, (cap["kv_cache_tokens"], logged, rel)
 
 
+BENCH = os.path.join(FIXTURES, "bench", "h200-0.26.0")
+
+
+def _unit_argv(path):
+    """The argv of a committed unit's ExecStart (the engine ran it plus --load-format dummy)."""
+    line = [x for x in _read(path).splitlines() if x.startswith("ExecStart=")][0]
+    return line[len("ExecStart="):].split()
+
+
+def test_bench_dense_run_with_graphs():
+    """A second real graphs-on dense engine (tests/fixtures/bench/h200-0.26.0, its own unit and whole log)."""
+    logged = int(re.search(r"GPU KV cache size: ([\d,]+) tokens", _read(BENCH, "bench-dense-qwen3-8b-32k.engine.log")).group(1).replace(",", ""))
+    case = {"model": "Qwen__Qwen3-8B", "argv": _unit_argv(os.path.join(BENCH, "bench-dense-qwen3-8b-32k.service"))}
+    cap = _plan(case, False)["capacity"]
+    assert -0.01 <= cap["kv_cache_tokens"] / float(logged) - 1 <= 0, (cap["kv_cache_tokens"], logged)
+
+
+def test_yarn_128k_dense_run_with_graphs():
+    """The 128K YaRN x4 graphs-on run (tests/gpu/cases.yml bench-dense-qwen3-8b-128k): its engine "started and
+    logged 793,744 tokens / 6.06x" (tests/fixtures/bench/h200-0.26.0/README.md; the log itself was not kept)."""
+    text = _read(BENCH, "README.md")
+    match = re.search(r"logged ([\d,]+) tokens / ([\d.]+)x", text)
+    logged, conc = int(match.group(1).replace(",", "")), float(match.group(2))
+    assert (logged, conc) == (793744, 6.06)
+    case = {"model": "Qwen__Qwen3-8B", "argv": ["--tensor-parallel-size", "1", "--max-model-len", "131072",
+                                                "--gpu-memory-utilization", "0.9", "--enable-prefix-caching"]}
+    cap = _plan(case, False, yarn={"factor": 4.0, "original_max_position_embeddings": 32768})["capacity"]
+    assert -0.01 <= cap["kv_cache_tokens"] / float(logged) - 1 <= 0, (cap["kv_cache_tokens"], logged)
+    assert conc - 0.07 <= round(cap["max_concurrency"], 2) <= conc
+
+
 @pytest.mark.parametrize("run", GRAPH_RUNS, ids=[r[1] for r in GRAPH_RUNS])
 def test_calibration_from_the_graphs_boot_log_is_exact(run):
     folder, case_id, table, runner, with_index = run
