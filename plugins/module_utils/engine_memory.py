@@ -76,13 +76,30 @@ def model_runner(cfg, vllm_version, speculative_method=None, environment=None):
     return table[family], "%s model on vLLM %s: %s" % (family, ".".join(str(x) for x in version[:3]), source)
 
 
-# Scheduler defaults of the OpenAI server, vLLM 0.26.0 engine/arg_utils.py
-# _get_default_max_num_batched_tokens_and_seqs: (8192 batched tokens, 1024 sequences) on a GPU with
-# >= 70 GiB whose name does not contain "a100" (PR 17885), else (2048, 256).
-def scheduler_defaults(memory_total, gpu_name=None):
-    if (memory_total or 0) >= 70 * GIB and "a100" not in str(gpu_name or "").lower():
-        return 8192, 1024
-    return 2048, 256
+# Scheduler defaults of the OpenAI server (max_num_batched_tokens, max_num_seqs) per release, read in each
+# release's engine/arg_utils.py (_get_default_max_num_batched_tokens_and_seqs / its successor): tiers of
+# (minimum CUDA total, excluded names, excluded compute capability, defaults), the first that matches wins.
+# 0.26.0: >= 70 GiB and not an A100 (PR 17885) -> 8192 / 1024, else 2048 / 256. 0.32.0 adds >= 160 GiB
+# (B200/B300) -> 16384 / 1024. 0.33.0 also keeps GB10 (compute capability 12.1) out of the 70 GiB tier.
+# Releases in between follow the last one read below them; before 0.26.0, 0.26.0's.
+SCHEDULER_RULES = (
+    ((0, 0, 0), ((70, ("a100",), None, (8192, 1024)),), "vLLM 0.26.0 arg_utils (assumed for older releases)"),
+    ((0, 32, 0), ((160, (), None, (16384, 1024)), (70, ("a100",), None, (8192, 1024))), "vLLM 0.32.0 arg_utils"),
+    ((0, 33, 0), ((160, (), None, (16384, 1024)), (70, ("a100",), (12, 1), (8192, 1024))), "vLLM 0.33.0 arg_utils"),
+)
+SMALL_GPU_DEFAULTS = (2048, 256)
+
+
+def scheduler_defaults(memory_total, gpu_name=None, vllm_version="0.26.0", compute_capability=None):
+    """(max_num_batched_tokens, max_num_seqs) vLLM's OpenAI server picks for this GPU (memory_total: the CUDA total)."""
+    version = kv.parse_version(vllm_version or "0.26.0")
+    tiers = [r for r in SCHEDULER_RULES if version >= r[0]][-1][1]
+    name = str(gpu_name or "").lower()
+    cc = kv.parse_cc(compute_capability) if compute_capability else None
+    for min_gib, names, cc_out, defaults in tiers:
+        if (memory_total or 0) >= min_gib * GIB and not any(n in name for n in names) and not (cc_out and cc == cc_out):
+            return defaults
+    return SMALL_GPU_DEFAULTS
 
 
 # Bytes per logit of the sampler warm-up in ``profile_run`` (``_dummy_sampler_run`` over
@@ -116,12 +133,16 @@ def forward_peak(text, cfg, tp, batched):
     return batched * 3 * (int(inter) // max(tp, 1)) * dtype
 
 
-def profile_overhead(text, cfg, tp, memory_total, runner="v2", eager=False, gpu_name=None):
+def profile_overhead(text, cfg, tp, memory_total, runner="v2", eager=False, gpu=None):
     """What determine_available_memory subtracts besides the weights, per GPU: non-torch growth (bound),
     the torch peak of profile_run (forward + sampler warm-up, summed: their max is what the engine sees,
     the sum keeps the figure on the low side of the engine's KV), and on V1 with graphs the CUDA-graph
-    estimate (bound). V2's profile_cudagraph_memory returns 0: graphs are captured after the KV cache."""
-    batched, seqs = scheduler_defaults(memory_total, gpu_name)
+    estimate (bound). V2's profile_cudagraph_memory returns 0: graphs are captured after the KV cache.
+    ``gpu``: {name, compute_capability, vllm_version, max_num_batched_tokens, max_num_seqs} (all optional;
+    the last two are the engine's --max-num-batched-tokens / --max-num-seqs when given)."""
+    gpu = gpu or {}
+    batched, seqs = scheduler_defaults(memory_total, gpu.get("name"), gpu.get("vllm_version"), gpu.get("compute_capability"))
+    batched, seqs = int(gpu.get("max_num_batched_tokens") or batched), int(gpu.get("max_num_seqs") or seqs)
     reqs = min(seqs, batched)
     logits = reqs * int(cfg.get("vocab_size") or 0) * (cfg.get("dtype_bytes", 2) + 4 * SAMPLER_FP32_COPIES[runner])
     graphs = V1_CUDAGRAPH_BOUND if runner == "v1" and not eager else 0

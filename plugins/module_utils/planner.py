@@ -34,10 +34,29 @@ def _f(level, code, message, fix):
     return va.finding(level, code, message, fix)
 
 
-def default_overhead(cfg, tp, memory_total, text=None, eager=False, runner="v2", gpu_name=None):
+def default_overhead(cfg, tp, memory_total, text=None, eager=False, runner="v2", gpu=None):
     """Non-torch growth + torch peak of the profile run + (V1 runner, graphs on) the CUDA-graph estimate,
-    per GPU: engine_memory.profile_overhead. ``text``: the model's (text) config.json mapping."""
-    return em.profile_overhead(text or {}, cfg, tp, memory_total, runner, eager, gpu_name)
+    per GPU: engine_memory.profile_overhead. ``text``: the model's (text) config.json mapping; ``gpu``: the
+    GPU's name, compute capability, the release and the engine's scheduler flags (_engine_gpu)."""
+    return em.profile_overhead(text or {}, cfg, tp, memory_total, runner, eager, gpu)
+
+
+def _int_flag(extra_args, flag):
+    """The integer value of ``--flag N`` / ``--flag=N`` in extra_args, or None."""
+    args = [str(a) for a in extra_args or []]
+    for i, arg in enumerate(args):
+        value = arg.split("=", 1)[1] if arg.startswith(flag + "=") else (args[i + 1] if arg == flag and i + 1 < len(args) else None)
+        if value is not None and value.isdigit():
+            return int(value)
+    return None
+
+
+def _engine_gpu(p, gpu0):
+    """What picks vLLM's scheduler defaults (engine_memory.scheduler_defaults) and the flags that override them."""
+    extra = p.get("extra_args")
+    return {"name": gpu0.get("name"), "compute_capability": gpu0.get("compute_capability"),
+            "vllm_version": p.get("vllm_version") or "0.33.0",
+            "max_num_batched_tokens": _int_flag(extra, "--max-num-batched-tokens"), "max_num_seqs": _int_flag(extra, "--max-num-seqs")}
 
 
 def _text_config(raw_config):
@@ -135,7 +154,8 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     findings += _head_and_dtype_findings(cfg, tp, kv_dtype, cc)
     max_len, hf_overrides, lf = _context_length(p, cfg, raw_config)
     findings += lf
-    p = dict(p, _oom_total=hp.cuda_total(gpu0.get("name"), gpu0.get("memory_total_bytes"), known_only=True) or 0)
+    p = dict(p, _oom_total=hp.cuda_total(gpu0.get("name"), gpu0.get("memory_total_bytes"), known_only=True) or 0,
+             _engine_gpu=_engine_gpu(p, gpu0))
     weights_rank, available, estimate, mf = _kv_memory(p, cfg, raw_config, tp, pp, weights_total, mem_total)
     findings += mf
     cap, cf = _capacity(p, cfg, tp, pp, kv_dtype, available, max_len, cc, version, cpu, findings)
@@ -286,7 +306,7 @@ def _kv_memory(p, cfg, raw_config, tp, pp, weights_total, mem_total):
     kv_bytes = p.get("kv_cache_memory_bytes")
     if kv_bytes:
         if mem_total and weights_rank is not None:
-            overhead = p.get("memory_overhead_bytes") or default_overhead(cfg, tp, mem_total, _text_config(raw_config))
+            overhead = p.get("memory_overhead_bytes") or default_overhead(cfg, tp, mem_total, _text_config(raw_config), gpu=p.get("_engine_gpu"))
             findings += _oom_check(int(kv_bytes), weights_rank, overhead, p.get("_oom_total") or mem_total)
         return weights_rank, int(kv_bytes), None, findings
     if not (mem_total and weights_rank is not None):
@@ -332,7 +352,8 @@ def _overhead(p, cfg, raw_config, tp, mem_total, weights_rank):
                    "re-calibrate after changing the model, TP, max_num_seqs, max_num_batched_tokens or the vLLM release")
         return em.calibrated_overhead(cal), em.calibrated_weights(cal), est, [found]
     eager = "--enforce-eager" in (p.get("extra_args") or [])
-    overhead = p.get("memory_overhead_bytes") or default_overhead(cfg, tp, mem_total, _text_config(raw_config), eager, runner)
+    overhead = p.get("memory_overhead_bytes") or default_overhead(cfg, tp, mem_total, _text_config(raw_config), eager, runner,
+                                                                  p.get("_engine_gpu"))
     return overhead, weights_rank, est, []
 
 

@@ -158,8 +158,45 @@ def test_engine_terms_add_up_as_determine_available_memory_does(folder, case_id)
     assert abs(computed - cal["available_kv_bytes"]) <= 4 * em.ROUNDING + 0.01 * GIB
 
 
-def test_scheduler_defaults_per_gpu_class():
-    """vLLM 0.26.0 arg_utils: 8192 / 1024 on >= 70 GiB GPUs except A100s (PR 17885), 2048 / 256 otherwise."""
-    assert em.scheduler_defaults(150109880320, "NVIDIA H200") == (8192, 1024)
-    assert em.scheduler_defaults(85 * GIB, "NVIDIA A100-SXM4-80GB") == (2048, 256)
-    assert em.scheduler_defaults(24 * GIB, "NVIDIA GeForce RTX 4090") == (2048, 256)
+# (release, GPU name, CUDA total GiB, compute capability, (max_num_batched_tokens, max_num_seqs)), from each
+# release's engine/arg_utils.py (0.26.0 _get_default_max_num_batched_tokens_and_seqs; 0.32.0 / 0.33.0 add the
+# >= 160 GiB B200/B300 tier; 0.33.0 keeps GB10, compute capability 12.1, out of the 70 GiB tier).
+SCHEDULER_ROWS = [
+    ("0.26.0", "NVIDIA H200", 139.8, "9.0", (8192, 1024)),
+    ("0.26.0", "NVIDIA A100-SXM4-80GB", 79.25, "8.0", (2048, 256)),
+    ("0.26.0", "NVIDIA B200", 178.4, "10.0", (8192, 1024)),
+    ("0.26.0", "NVIDIA GeForce RTX 4090", 23.5, "8.9", (2048, 256)),
+    ("0.32.0", "NVIDIA B200", 178.4, "10.0", (16384, 1024)),
+    ("0.32.0", "NVIDIA H200", 139.8, "9.0", (8192, 1024)),
+    ("0.32.0", "NVIDIA A100-SXM4-80GB", 79.25, "8.0", (2048, 256)),
+    ("0.33.0", "NVIDIA B200", 178.4, "10.0", (16384, 1024)),
+    ("0.33.0", "NVIDIA GB10", 119.7, "12.1", (2048, 256)),
+    ("0.33.0", "NVIDIA H100 80GB HBM3", 79.2, "9.0", (8192, 1024)),
+    ("0.29.0", "NVIDIA B200", 178.4, "10.0", (8192, 1024)),   # not read: follows 0.26.0, the last read below
+]
+
+
+@pytest.mark.parametrize("row", SCHEDULER_ROWS, ids=["%s-%s" % (r[0], r[1]) for r in SCHEDULER_ROWS])
+def test_scheduler_defaults_per_release_and_gpu_class(row):
+    version, name, total_gib, cc, expected = row
+    assert em.scheduler_defaults(int(total_gib * GIB), name, version, cc) == expected
+
+
+def _a100_plan(**over):
+    raw = _json(FIXTURES, "model-configs", "Qwen__Qwen3-8B.config.json")
+    params = dict(model="unused", gpus={"profile": "a100-80gb", "count": 1}, tensor_parallel_size=1, instances=1,
+                  max_model_len=32768, gpu_memory_utilization=0.9, vllm_version="0.26.0")
+    params.update(over)
+    return build_plan(params, raw, "unused")["capacity"]["estimate"]["overhead_bytes"]
+
+
+def test_plan_takes_the_a100_defaults_and_the_engine_flags():
+    """An A100 80GB runs 2048 batched tokens and 256 sequences on 0.26.0 (the H100-class 8192 / 1024 made the
+    activation peak about 4x too big); --max-num-seqs / --max-num-batched-tokens in extra_args replace them."""
+    cfg = {"hidden_size": 4096, "vocab_size": 151936, "dtype_bytes": 2}
+    text = {"intermediate_size": 12288}
+    small = em.profile_overhead(text, cfg, 1, 80 * GIB, gpu={"name": "NVIDIA A100-SXM4-80GB"})
+    assert small == em.NON_TORCH_BOUND + 2048 * 3 * 12288 * 2 + 256 * 151936 * (2 + 4)
+    assert _a100_plan() == small
+    assert _a100_plan(extra_args=["--max-num-seqs", "1024", "--max-num-batched-tokens=8192"]) == em.profile_overhead(
+        text, cfg, 1, 140 * GIB, gpu={"name": "NVIDIA H200"})
