@@ -448,6 +448,25 @@ def max_len_that_fits(usable_bytes, bytes_per_block, block, n_attn, fixed_blocks
     return min(upper, (blocks // n_attn) * block)
 
 
+def demand_blocks(cap, prompt_tokens):
+    """(blocks one request of ``prompt_tokens`` takes, of which state blocks): every attention group holds
+    cdiv(tokens, block_size) blocks and every linear-attention (mamba) group its state blocks, whatever the
+    length (vLLM's KV cache manager allocates per group from one pool; the real 0.26.0 hybrid engines' logged
+    concurrency is num_blocks / (attention blocks + 3 groups x 2 state blocks with prefix caching, x 1 without))."""
+    bs = cap["block_size"]
+    state = cap["blocks_per_request"] - cap["attention_groups"] * cdiv(cap["max_model_len"], bs)
+    return cap["attention_groups"] * cdiv(int(prompt_tokens), bs) + state, state
+
+
+def pool_tokens_for(cap, prompt_tokens):
+    """Tokens of requests of ``prompt_tokens`` the GPU pool holds: the pool in tokens for a dense model; for a
+    hybrid one, the requests that fit (state blocks counted) x their length."""
+    per_request, state = demand_blocks(cap, prompt_tokens)
+    if not state:
+        return cap["kv_pool_tokens"]
+    return int(cap["num_blocks"] * int(prompt_tokens) // per_request)
+
+
 def offload_needs(kv_bytes_per_token_rank, tp_pp_ranks, gpu_tokens, max_model_len, concurrency):
     """CPU-offload bytes (all ranks together, vLLM's ``cpu_bytes_to_use``) to hold what the GPU pool cannot,
     and the pinned host memory real reports show (~1.9x)."""

@@ -172,7 +172,7 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     findings += pf
     # Family rules that need the placement: offload on the whole host, hybrid offload, NUMA binding.
     findings += fam.offload_findings(cfg, p, len(groups))
-    findings += fam.speculative_findings(p)
+    findings += fam.speculative_findings(p) + fam.hybrid_prefix_caching_findings(cfg, p)
     if host:
         host["instances_on_host"] = len(groups)
         host["pinned_bytes_all_instances"] = host["pinned_bytes_estimate"] * len(groups)
@@ -449,12 +449,15 @@ def _offload_and_demand(p, cap, ranks):
     prompt = p.get("expected_prompt_tokens")
     conc = p.get("expected_concurrency") or 1
     if prompt and cap["kv_pool_tokens"] is not None:
-        need = kv.offload_needs(cap["kv_bytes_per_token_per_rank"], ranks, cap["kv_pool_tokens"], prompt, conc)
+        holds = kv.pool_tokens_for(cap, prompt)
+        need = kv.offload_needs(cap["kv_bytes_per_token_per_rank"], ranks, holds, prompt, conc)
         cap["offload"] = need
+        state = kv.demand_blocks(cap, prompt)[1]
         if need["tokens_beyond_gpu"] and (not off or off < need["cpu_bytes_to_use"]):
             findings.append(_f("warning", "demand_exceeds_gpu_kv",
-                               "%d concurrent prompts of %d tokens need %d tokens of KV; the GPU pool holds %d"
-                               % (conc, prompt, prompt * conc, cap["kv_pool_tokens"]),
+                               "%d concurrent prompts of %d tokens need %d tokens of KV; the GPU pool holds %d%s"
+                               % (conc, prompt, prompt * conc, holds, " of them (each request also takes %d state blocks of "
+                                  "its linear-attention layers: %d requests fit)" % (state, holds // prompt) if state else ""),
                                "set cpu_offload_bytes >= %d (%.1f GiB, all ranks) or lower expected_concurrency"
                                % (need["cpu_bytes_to_use"], need["cpu_bytes_to_use"] / GIB)))
     return kv_transfer, host, findings
