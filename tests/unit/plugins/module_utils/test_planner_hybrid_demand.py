@@ -95,3 +95,24 @@ def test_dense_plan_says_nothing_about_hybrid_prefix_caching():
     params = dict(model="unused", gpus={"profile": "h200", "count": 1}, max_model_len=32768, kv_cache_memory_bytes=8 * GIB,
                   vllm_version="0.26.0")
     assert "hybrid_prefix_caching_default" not in [f["code"] for f in build_plan(params, raw, "unused")["findings"]]
+
+
+def test_rtx4090x4_example_demand_no_longer_overstated():
+    """Issue 28's outside check: on inventories/examples/rtx4090x4 (Qwen3.6-27B TP4, MTP 3, 32K prompts) the demand
+    check counted the pool as if it held only attention blocks and overstated capacity 1.76x; each request of 32,768
+    tokens takes cdiv(32768, 1600) = 21 attention blocks + 3 linear groups x (2 + 3 speculative) state blocks."""
+    import yaml
+
+    with open(os.path.join(FIXTURES, "..", "..", "inventories", "examples", "rtx4090x4", "group_vars", "all.yml")) as fh:
+        inv = yaml.safe_load(fh)
+    with open(os.path.join(FIXTURES, "model-configs", "Qwen__Qwen3.6-27B.config.json")) as fh:
+        raw = json.load(fh)
+    params = dict(inv["gpufleet_serving"], model="unused", gpus=inv["gpufleet_hardware"], vllm_version="0.33.0")
+    cap = build_plan(params, raw, "unused")["capacity"]
+    holds = cap["offload"]["tokens_beyond_gpu"] == 0
+    fit = cap["num_blocks"] // (-(-32768 // cap["block_size"]) + 3 * (2 + 3))
+    assert holds and fit >= 16
+    assert round(cap["kv_pool_tokens"] / float(fit * 32768), 2) >= 1.75
+    over = dict(params, expected_concurrency=fit + 1, cpu_offload_bytes=None)
+    codes = [f["code"] for f in build_plan(over, raw, "unused")["findings"]]
+    assert "demand_exceeds_gpu_kv" in codes
