@@ -42,6 +42,11 @@ options:
     description: The C(vllm) executable of the instance's venv.
     type: path
     default: /opt/vllm/current/bin/vllm
+  vllm_python:
+    description:
+      - The venv's Python that runs vLLM's benchmark code (C(vllm.benchmarks.serve), as C(vllm bench serve) does),
+        one process per workload; default the C(python) beside O(vllm_bin).
+    type: path
   workload:
     description:
       - One workload (O(run=workload)), keys as in C(gpufleet_workloads) - C(name), C(dataset) (V(random) or
@@ -196,6 +201,7 @@ from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary impor
 ARGUMENT_SPEC = dict(
     run=dict(type="str", choices=sorted(RUNS), default="workload"),
     vllm_bin=dict(type="path", default="/opt/vllm/current/bin/vllm"),
+    vllm_python=dict(type="path"),
     workload=dict(type="dict"),
     targets=dict(type="list", elements="dict", required=True, options=dict(
         name=dict(type="str", required=True),

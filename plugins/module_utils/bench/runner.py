@@ -18,6 +18,8 @@ import tempfile
 import threading
 import time
 
+import queue
+
 try:
     import http.client as http_client
     from urllib.parse import urlsplit
@@ -98,41 +100,90 @@ def _tail(text, lines=30):
     return "\n".join((text or "").strip().splitlines()[-lines:])
 
 
+# Runs in the instance's venv: vLLM's own `vllm bench serve` (its parser, add_cli_args, and its main, as
+# vllm/entrypoints/cli/benchmark/serve.py calls them), once per point read from stdin, in one process so
+# the ~10 s import of vLLM is paid once per workload instead of once per point.
+DRIVER = """
+import json, sys
+from vllm.benchmarks.serve import add_cli_args, main
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+print("@@gpufleet@@ " + json.dumps({"ready": True}), flush=True)
+for line in sys.stdin:
+    if not line.strip():
+        break
+    parser = FlexibleArgumentParser(prog="vllm bench serve")
+    add_cli_args(parser)
+    try:
+        main(parser.parse_args(json.loads(line)))
+        reply = {"ok": True}
+    except BaseException as exc:
+        reply = {"ok": False, "error": "%s: %s" % (type(exc).__name__, exc)}
+    print("@@gpufleet@@ " + json.dumps(reply), flush=True)
+"""
+MARK = "@@gpufleet@@ "
+
+
 class Driver(object):
-    """vLLM's own ``vllm bench serve``, one process per point, from the instance's venv.
+    """vLLM's benchmark in one long-lived process of the venv's Python; one point per call."""
 
-    One process per point, exactly the command an operator types (the seed of each point is its own: see
-    session.plan_points), rather than vLLM's benchmark ``main`` called again and again inside one process,
-    which would depend on what that function keeps between calls.
-    """
+    def __init__(self, python, env, timeout):
+        self.timeout, self.lines = timeout, queue.Queue()
+        try:
+            self.proc = subprocess.Popen([python, "-c", DRIVER], env=env, stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                         universal_newlines=True, bufsize=1)
+        except OSError as exc:
+            raise BenchError("Cannot run %s: %s. Set bench_vllm_bin to the instance venv's vllm." % (python, exc))
+        reader = threading.Thread(target=self._read)
+        reader.daemon = True
+        reader.start()
+        self.log = []
+        self._wait("start-up")
 
-    def __init__(self, vllm, env, timeout):
-        self.vllm, self.env, self.timeout = vllm, env, timeout
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def _wait(self, what):
+        deadline = time.time() + self.timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.1, deadline - time.time()))
+            except queue.Empty:
+                raise BenchError("vllm bench serve took longer than %d s (%s; bench_run_timeout): %s" % (
+                    self.timeout, what, _tail("".join(self.log))))
+            if line is None:
+                raise BenchError("vllm bench serve exited during %s: %s" % (what, _tail("".join(self.log))))
+            if line.startswith(MARK):
+                return json.loads(line[len(MARK):])
+            self.log.append(line)
 
     def point(self, argv):
-        """Run one point (``argv`` without ``vllm bench serve``, with --result-dir); (vLLM's result, log)."""
+        """Run one point (``argv`` without ``vllm bench serve``, with --result-dir); vLLM's result dict."""
         result_dir = tempfile.mkdtemp(prefix="gpufleet-bench-")
         try:
-            argv = [self.vllm, "bench", "serve"] + [result_dir if a == "{result_dir}" else a for a in argv]
-            try:
-                proc = subprocess.run(argv, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      universal_newlines=True, timeout=self.timeout, check=False)
-            except subprocess.TimeoutExpired as exc:
-                raise BenchError("vllm bench serve took longer than %d s (bench_run_timeout): %s"
-                                 % (self.timeout, _tail(exc.stdout if isinstance(exc.stdout, str) else "")), argv=argv)
-            except OSError as exc:
-                raise BenchError("Cannot run %s: %s. Set bench_vllm_bin to the instance venv's vllm." % (self.vllm, exc))
+            argv = [result_dir if a == "{result_dir}" else a for a in argv]
+            del self.log[:]
+            self.proc.stdin.write(json.dumps(argv) + "\n")
+            self.proc.stdin.flush()
+            reply = self._wait("a run")
             names = sorted(n for n in os.listdir(result_dir) if n.endswith(".json"))
-            if proc.returncode != 0 or not names:
-                raise BenchError("vllm bench serve failed (exit %s): %s" % (proc.returncode, _tail(proc.stdout)),
+            if not reply.get("ok") or not names:
+                raise BenchError("vllm bench serve failed: %s: %s" % (reply.get("error"), _tail("".join(self.log))),
                                  argv=argv)
             with open(os.path.join(result_dir, names[0])) as handle:
-                return json.load(handle), proc.stdout
+                return json.load(handle), "".join(self.log)
         finally:
             shutil.rmtree(result_dir, ignore_errors=True)
 
     def close(self):
-        """Nothing stays running between points."""
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
 
 
 def measure(driver, argv, metrics_urls, interval):

@@ -27,6 +27,11 @@ def bench_env(params):
     return env
 
 
+def venv_python(params):
+    """The Python beside the vllm executable (the instance's venv), unless vllm_python is given."""
+    return params.get("vllm_python") or os.path.join(os.path.dirname(params["vllm_bin"]), "python")
+
+
 def _targets_for(params, workload):
     kinds = ["front_door" if k == "front_door" else "instance" for k in workload["targets"]]
     chosen = [t for t in params["targets"] if t["kind"] in kinds]
@@ -60,7 +65,7 @@ def run_workload(params, check_mode=False):
     w, points = plan_points(params)
     if check_mode:
         return dict(workload=w, points=points)
-    driver = runner.Driver(params["vllm_bin"], bench_env(params), params["run_timeout"])
+    driver = runner.Driver(venv_python(params), bench_env(params), params["run_timeout"])
     try:
         for point in points:
             result, figures, log = runner.measure(driver, point["argv"][3:], point["metrics_urls"],
