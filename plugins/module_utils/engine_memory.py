@@ -23,11 +23,17 @@ Two parts:
   ``model_runner.profile_cudagraph_memory()``. V2's returns 0 (graphs are captured after the KV cache is
   sized), V1's measures a capture (subtracted by default since 0.21, ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``).
   V1's ``_dummy_sampler_run`` samples ``max_num_seqs`` dummy requests WITH top-k/top-p over the whole
-  vocabulary (sorts: several fp32/int64 copies of the logits), V2's skips top-k/top-p in profiling.
+  vocabulary (with Triton top-k/top-p in place: the float32 cast, the softmax probs and the exponential
+  noise), V2's skips top-k/top-p in profiling (one float32 cast).
+* ``profile_overhead``: that subtraction modelled from config.json for the utilization-only estimate
+  (``scheduler_defaults`` per release and GPU class, ``forward_peak``, the sampler's logits copies), with
+  bounds for what vLLM measures at boot (non-torch growth, V1's CUDA-graph estimate). Real H200 runs,
+  graphs on and eager: 0.15-0.61 % under the engine, never above (test_planner_graphs_calibration.py).
 * ``calibration_from_log``: the terms one engine printed at boot ("Actual usage is W GiB for weight, A GiB
   for peak activation, N GiB for non-torch memory, and G GiB for CUDAGraph memory", "Available KV cache
-  memory", "Free memory on device (F/T GiB)"), so a host already serving (or the GPU acceptance run) gives
-  the planner its measured overhead.
+  memory", "Free memory on device (F/T GiB)", and V1's "Estimated CUDA graph memory: X GiB total", the graph
+  memory it subtracted; the "Actual usage" graph figure is the capture made after sizing), so a host already
+  serving (or the GPU acceptance run) gives the planner its measured overhead.
 """
 
 from __future__ import absolute_import, division, print_function

@@ -147,5 +147,6 @@ def test_utilization_estimate_within_tolerance(case):
                   enable_prefix_caching=True, num_speculative_tokens=0, speculative_method="mtp", host="127.0.0.1",
                   port_base=8000, extra_args=["--enforce-eager"], vllm_version="0.26.0")
     got = build_plan(params, raw, "unused", weights_total=total, weights_source="index")["capacity"]
-    assert abs(got["kv_cache_tokens"] / float(case["logged_kv_tokens"]) - 1) <= UTIL_TOLERANCE
-    assert abs(got["max_concurrency"] - case["logged_concurrency"]) <= UTIL_TOLERANCE * case["logged_concurrency"] + 0.01
+    # One-sided: the plan may be a little under the engine, never over (issue 28).
+    assert -UTIL_TOLERANCE <= got["kv_cache_tokens"] / float(case["logged_kv_tokens"]) - 1 <= 0
+    assert case["logged_concurrency"] - UTIL_TOLERANCE * case["logged_concurrency"] - 0.01 <= got["max_concurrency"] <= case["logged_concurrency"]
