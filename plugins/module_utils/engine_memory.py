@@ -120,6 +120,10 @@ SAMPLER_FP32_COPIES = {"v1": 3, "v2": 1}
 # from the config. Bound used: 1 GiB per GPU (0.26.0 / H200 measured 0.64 GiB MoE, 0.96 GiB hybrid at the
 # default 51 + 51 capture sizes up to 512). calibration_log gives the exact figure.
 V1_CUDAGRAPH_BOUND = int(1.0 * GIB)
+# CUDA graphs CAPTURED after the KV cache is allocated (both runners; "Graph capturing finished ... took X GiB",
+# "CUDA graph pool memory: X GiB (actual)"): measured 1.00 GiB dense Qwen3-8B (V2), 0.80 MoE, 1.14 hybrid (V1) on
+# 0.26.0 / H200 at the default capture sizes. Used by the OOM check of kv_cache_memory_bytes plans.
+GRAPH_CAPTURE_BOUND = int(1.25 * GIB)
 # Non-torch memory growth during profiling (NCCL, cuBLAS workspaces): measured at boot. Bound: 0.25 GiB
 # (measured 0.22 / 0.24 / 0.25 GiB at TP1, 0.06 at TP2).
 NON_TORCH_BOUND = int(0.25 * GIB)

@@ -63,6 +63,17 @@ def _text_config(raw_config):
     return raw_config.get("text_config") if isinstance(raw_config.get("text_config"), dict) else raw_config
 
 
+def _oom_overhead(p, cfg, raw_config, tp, mem_total):
+    """With kv_cache_memory_bytes vLLM still runs profile_run, allocates exactly that KV, then captures the CUDA
+    graphs on top (both runners; the engine's own "--kv-cache-memory=N ... to fit" suggestion counts the capture):
+    the runner's profile overhead + the captured graphs, bounded as engine_memory.GRAPH_CAPTURE_BOUND."""
+    eager = "--enforce-eager" in (p.get("extra_args") or [])
+    runner = em.model_runner(cfg, p.get("vllm_version") or "0.33.0", p.get("speculative_method") if p.get("num_speculative_tokens") else None,
+                             p.get("environment"))[0]
+    base = default_overhead(cfg, tp, mem_total, _text_config(raw_config), True, runner, p.get("_engine_gpu"))
+    return base + (0 if eager else em.GRAPH_CAPTURE_BOUND)
+
+
 def _oom_check(kv_bytes, weights_rank, overhead, mem_total):
     """vLLM allocates exactly kv_cache_memory_bytes on top of weights, activation peak, CUDA graphs and
     non-torch memory (vLLM 0.33.0 gpu_worker.determine_available_memory skips profiling for it)."""
@@ -306,7 +317,7 @@ def _kv_memory(p, cfg, raw_config, tp, pp, weights_total, mem_total):
     kv_bytes = p.get("kv_cache_memory_bytes")
     if kv_bytes:
         if mem_total and weights_rank is not None:
-            overhead = p.get("memory_overhead_bytes") or default_overhead(cfg, tp, mem_total, _text_config(raw_config), gpu=p.get("_engine_gpu"))
+            overhead = p.get("memory_overhead_bytes") or _oom_overhead(p, cfg, raw_config, tp, mem_total)
             findings += _oom_check(int(kv_bytes), weights_rank, overhead, p.get("_oom_total") or mem_total)
         return weights_rank, int(kv_bytes), None, findings
     if not (mem_total and weights_rank is not None):

@@ -200,3 +200,22 @@ def test_plan_takes_the_a100_defaults_and_the_engine_flags():
     assert _a100_plan() == small
     assert _a100_plan(extra_args=["--max-num-seqs", "1024", "--max-num-batched-tokens=8192"]) == em.profile_overhead(
         text, cfg, 1, 140 * GIB, gpu={"name": "NVIDIA H200"})
+
+
+@pytest.mark.parametrize("run", GRAPH_RUNS, ids=[r[1] for r in GRAPH_RUNS])
+def test_oom_check_counts_the_graphs_captured_after_the_kv_cache(run):
+    """vLLM's own "--kv-cache-memory=N ... to fit into requested memory" (each graphs log) is requested - weights -
+    activation - non-torch - CAPTURED graphs - 150 MiB: so the whole GPU holds at most CUDA total - (requested - N -
+    150 MiB) of KV. 64 MiB more is refused; 1 GiB less is planned."""
+    from ansible_collections.gpufleet.vllm.plugins.module_utils import hardware_profiles as hp
+
+    folder, case_id, table, runner, with_index = run
+    log = _read(ACC, folder, case_id + ".engine.log")
+    suggested = int(re.search(r"--kv-cache-memory=(\d+)", log).group(1))
+    total = hp.cuda_total(FACTS["gpus"][0]["name"], FACTS["gpus"][0]["memory_total_bytes"])
+    requested = -(-9 * total // 10)
+    assert requested == 135098892288  # "Desired GPU memory utilization is (0.9, 125.82 GiB)"
+    non_kv = requested - suggested - 150 * 1024 ** 2
+    for kv_bytes, refused in ((total - non_kv + 64 * 1024 ** 2, True), (total - non_kv - GIB, False)):
+        got = _plan(table[case_id], with_index, gpu_memory_utilization=None, kv_cache_memory_bytes=kv_bytes)
+        assert ("kv_memory_exceeds_gpu" in [f["code"] for f in got["findings"]]) is refused, (kv_bytes, refused)
