@@ -129,6 +129,25 @@ GRAPH_CAPTURE_BOUND = int(1.25 * GIB)
 NON_TORCH_BOUND = int(0.25 * GIB)
 
 
+def capture_sizes(max_num_seqs, batched, num_speculative_tokens=0):
+    """vLLM 0.26.0 VllmConfig._set_cudagraph_sizes: the largest size is min(max_num_seqs x (1 + speculative
+    tokens) x 2, 512, max_num_batched_tokens); sizes 1, 2, 4, then every 8 below 256, then every 16."""
+    top = min(int(max_num_seqs) * (1 + int(num_speculative_tokens or 0)) * 2, 512, int(batched))
+    sizes = set(i for i in (1, 2, 4) if i <= top) | set(range(8, min(top + 1, 256), 8)) | set(range(256, top + 1, 16))
+    if batched <= top:
+        sizes.add(int(batched))
+    return len(sizes)
+
+
+DEFAULT_CAPTURE_SIZES = 51  # 1024 sequences, no speculative tokens: sizes up to 512 (the real logs' "PIECEWISE=51")
+
+
+def graph_bound(bound, seqs, batched, spec):
+    """A graph-memory bound measured at the default 51 capture sizes, scaled to this capture set (fewer graphs, smaller
+    largest graph; the real V2 dense engine took 1.00 GiB at the default, 0.17 GiB with --max-num-seqs 32)."""
+    return int(bound * min(1.0, capture_sizes(seqs, batched, spec) / float(DEFAULT_CAPTURE_SIZES)))
+
+
 def forward_peak(text, cfg, tp, batched):
     """Largest activation of the profile forward at max_num_batched_tokens, per GPU: the MLP's gate_up
     output (2 x intermediate) and its activation's output (intermediate) live together; a MoE layer's
@@ -143,19 +162,27 @@ def forward_peak(text, cfg, tp, batched):
     return batched * 3 * (int(inter) // max(tp, 1)) * dtype
 
 
+def capture_overhead(memory_total, gpu=None):
+    """The CUDA graphs captured after the KV cache is allocated (GRAPH_CAPTURE_BOUND scaled to the capture set)."""
+    gpu = gpu or {}
+    batched, seqs = scheduler_defaults(memory_total, gpu.get("name"), gpu.get("vllm_version"), gpu.get("compute_capability"))
+    batched, seqs = int(gpu.get("max_num_batched_tokens") or batched), int(gpu.get("max_num_seqs") or seqs)
+    return graph_bound(GRAPH_CAPTURE_BOUND, seqs, batched, gpu.get("num_speculative_tokens"))
+
+
 def profile_overhead(text, cfg, tp, memory_total, runner="v2", eager=False, gpu=None):
     """What determine_available_memory subtracts besides the weights, per GPU: non-torch growth (bound),
     the torch peak of profile_run (forward + sampler warm-up, summed: their max is what the engine sees,
     the sum keeps the figure on the low side of the engine's KV), and on V1 with graphs the CUDA-graph
     estimate (bound). V2's profile_cudagraph_memory returns 0: graphs are captured after the KV cache.
-    ``gpu``: {name, compute_capability, vllm_version, max_num_batched_tokens, max_num_seqs} (all optional;
+    ``gpu``: {name, compute_capability, vllm_version, max_num_batched_tokens, max_num_seqs, num_speculative_tokens} (all optional;
     the last two are the engine's --max-num-batched-tokens / --max-num-seqs when given)."""
     gpu = gpu or {}
     batched, seqs = scheduler_defaults(memory_total, gpu.get("name"), gpu.get("vllm_version"), gpu.get("compute_capability"))
     batched, seqs = int(gpu.get("max_num_batched_tokens") or batched), int(gpu.get("max_num_seqs") or seqs)
     reqs = min(seqs, batched)
     logits = reqs * int(cfg.get("vocab_size") or 0) * (cfg.get("dtype_bytes", 2) + 4 * SAMPLER_FP32_COPIES[runner])
-    graphs = V1_CUDAGRAPH_BOUND if runner == "v1" and not eager else 0
+    graphs = graph_bound(V1_CUDAGRAPH_BOUND, seqs, batched, gpu.get("num_speculative_tokens")) if runner == "v1" and not eager else 0
     return NON_TORCH_BOUND + forward_peak(text, cfg, tp, batched) + logits + graphs
 
 

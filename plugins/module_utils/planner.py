@@ -56,7 +56,8 @@ def _engine_gpu(p, gpu0):
     extra = p.get("extra_args")
     return {"name": gpu0.get("name"), "compute_capability": gpu0.get("compute_capability"),
             "vllm_version": p.get("vllm_version") or "0.33.0",
-            "max_num_batched_tokens": _int_flag(extra, "--max-num-batched-tokens"), "max_num_seqs": _int_flag(extra, "--max-num-seqs")}
+            "max_num_batched_tokens": _int_flag(extra, "--max-num-batched-tokens"), "max_num_seqs": _int_flag(extra, "--max-num-seqs"),
+            "num_speculative_tokens": int(p.get("num_speculative_tokens") or 0)}
 
 
 def _text_config(raw_config):
@@ -71,7 +72,7 @@ def _oom_overhead(p, cfg, raw_config, tp, mem_total):
     runner = em.model_runner(cfg, p.get("vllm_version") or "0.33.0", p.get("speculative_method") if p.get("num_speculative_tokens") else None,
                              p.get("environment"))[0]
     base = default_overhead(cfg, tp, mem_total, _text_config(raw_config), True, runner, p.get("_engine_gpu"))
-    return base + (0 if eager else em.GRAPH_CAPTURE_BOUND)
+    return base + (0 if eager else em.capture_overhead(mem_total, p.get("_engine_gpu")))
 
 
 def _oom_check(kv_bytes, weights_rank, overhead, mem_total):

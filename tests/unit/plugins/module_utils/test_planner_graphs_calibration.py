@@ -219,3 +219,16 @@ def test_oom_check_counts_the_graphs_captured_after_the_kv_cache(run):
     for kv_bytes, refused in ((total - non_kv + 64 * 1024 ** 2, True), (total - non_kv - GIB, False)):
         got = _plan(table[case_id], with_index, gpu_memory_utilization=None, kv_cache_memory_bytes=kv_bytes)
         assert ("kv_memory_exceeds_gpu" in [f["code"] for f in got["findings"]]) is refused, (kv_bytes, refused)
+
+
+def test_capture_set_matches_the_engines_own_profile_line():
+    """The V1 logs: "Profiling CUDA graph memory: PIECEWISE=51 (largest=512), FULL=51 (largest=512)" at the H200
+    defaults (1024 sequences, 8192 batched tokens). 32 sequences: 1, 2, 4, 8, ..., 64 (11 sizes), the set on which
+    the V2 dense engine took 0.17 GiB instead of 1.00 (VLLM_FACTS round 3), inside the scaled bound."""
+    log = _read(ACC, "graphs-0.26.0", "cases", "graphs-moe-qwen3-30b-a3b-util.engine.log")
+    count, largest = (int(x) for x in re.search(r"PIECEWISE=(\d+) \(largest=(\d+)\)", log).groups())
+    assert (count, largest) == (51, 512)
+    assert em.capture_sizes(1024, 8192) == count
+    assert em.capture_sizes(32, 8192) == 11
+    assert em.graph_bound(em.GRAPH_CAPTURE_BOUND, 32, 8192, 0) >= int(0.17 * GIB)
+    assert em.graph_bound(em.GRAPH_CAPTURE_BOUND, 1024, 8192, 0) >= int(1.14 * GIB)
