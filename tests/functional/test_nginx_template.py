@@ -166,8 +166,8 @@ def validate_failures(**overrides):
         check = task.get("ansible.builtin.assert")
         if not check or task.get("when") == "nginx_tls_enabled | bool" and not overrides.get("nginx_tls_enabled"):
             continue
-        local = Templar(loader=DataLoader(), variables=dict(templar.available_variables,
-                                                             **{k: trust_as_template(v) for k, v in (task.get("vars") or {}).items()}))
+        task_vars = {k: trust_as_template(v) for k, v in (task.get("vars") or {}).items()}
+        local = Templar(loader=DataLoader(), variables=dict(templar.available_variables, **task_vars))
         conditions = check["that"] if isinstance(check["that"], list) else [check["that"]]
         if not all(local.template(trust_as_template("{{ (%s) | bool }}" % c)) for c in conditions):
             failed.append(task["name"])

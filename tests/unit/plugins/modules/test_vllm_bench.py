@@ -104,7 +104,7 @@ def test_check_mode_returns_the_command_lines_and_sends_nothing(monkeypatch):
 def test_a_declared_seed_still_gives_every_point_its_own(monkeypatch):
     result = run_module(monkeypatch, vllm_bench.main, _args(
         "http://127.0.0.1:9", workload=dict(name="short", input_len=128, concurrency=[1, 4, 16], seed=7,
-                                             targets=["front_door"])), check_mode=True)
+                                            targets=["front_door"])), check_mode=True)
     seeds = [p["argv"][p["argv"].index("--seed") + 1] for p in result["points"]]
     assert seeds == ["7", "8", "9"]
 
