@@ -24,18 +24,11 @@ import subprocess
 import sys
 import tempfile
 
+from weights_bench import collections_path  # the same collection link, one copy (benchmarks/ is on sys.path)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIGURES = ("request_throughput", "output_throughput", "p50_ttft_ms", "p90_ttft_ms", "p50_itl_ms", "p90_itl_ms",
            "p50_e2el_ms")
-
-
-def collections_path(work):
-    base = os.path.join(work, "collections")
-    link = os.path.join(base, "ansible_collections", "gpufleet", "vllm")
-    if not os.path.islink(link):
-        os.makedirs(os.path.dirname(link), exist_ok=True)
-        os.symlink(ROOT, link)
-    return base
 
 
 def by_hand(opts, workload, seed, work):
