@@ -42,6 +42,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
 from ansible_collections.gpufleet.vllm.plugins.module_utils import kv_capacity as kv
 
 GIB = kv.GIB
@@ -195,7 +196,7 @@ _DEVICE = re.compile(r"Free memory on device \(([\d.]+)/([\d.]+) GiB\) on startu
 ROUNDING = int(0.005 * GIB)
 
 
-class CalibrationError(ValueError):
+class CalibrationError(UserError, ValueError):
     """A boot log without the lines the calibration needs; the message names them."""
 
 

@@ -59,9 +59,13 @@ def failure_result(exc, action):
     )
 
 
-def run_guarded(module, body, action):
-    """Run ``body(module)``; any exception becomes ``module.fail_json`` (exit_json's SystemExit passes)."""
+def run_guarded(module, body, action, **defaults):
+    """Run ``body(module)``; any exception becomes ``module.fail_json`` (exit_json's SystemExit passes).
+
+    ``defaults`` are result keys every failure carries unless the error gives them (vllm_plan: findings=[])."""
     try:
         return body(module)
     except Exception as exc:  # pylint: disable=broad-except  # this IS the error boundary
-        module.fail_json(**failure_result(exc, action))
+        result = dict(defaults)
+        result.update(failure_result(exc, action))
+        module.fail_json(**result)

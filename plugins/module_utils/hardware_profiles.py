@@ -16,6 +16,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
+
 MIB = 1024 ** 2
 
 PROFILES = {
@@ -88,7 +90,7 @@ def cuda_total(name, nvml_total_bytes, known_only=False):
     return int(nvml_total_bytes) - CUDA_GAPS.get(str(name or ""), 0 if known_only else DEFAULT_CUDA_GAP)
 
 
-class ProfileError(ValueError):
+class ProfileError(UserError, ValueError):
     """Unknown profile name or bad count; the message lists the names."""
 
 

@@ -56,6 +56,8 @@ __metaclass__ = type
 import re
 from collections import namedtuple
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
+
 GIB = 1024 ** 3
 
 KV_DTYPE_BYTES = {
@@ -84,7 +86,7 @@ OLDEST_VERIFIED = (0, 10, 0)
 PLATFORMS = ("cuda", "cpu")
 
 
-class CapacityError(ValueError):
+class CapacityError(UserError, ValueError):
     """Inputs the arithmetic cannot use; the message names the variable and the fix."""
 
 

@@ -15,15 +15,20 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
+
 MODES = ("enabled", "disabled")
 
 
-class MigPlanError(Exception):
-    """The request cannot be planned; ``problems`` lists every reason."""
+class MigPlanError(UserError):
+    """The request cannot be planned; ``problems`` lists every reason (also a result key)."""
 
-    def __init__(self, problems):
+    def __init__(self, problems, gpus=None):
         self.problems = problems
-        super(MigPlanError, self).__init__("; ".join(problems))
+        details = dict(problems=problems)
+        if gpus is not None:
+            details["gpus"] = gpus
+        super(MigPlanError, self).__init__("nvidia_mig: %s" % "; ".join(problems), **details)
 
 
 def select_gpus(gpus, targets):
@@ -93,7 +98,7 @@ def decide_actions(gpus, desired, targets=None, force=False):
             entry["reset_required"] = gpu.get("current") != desired
         out.append(entry)
     if problems:
-        raise MigPlanError(problems)
+        raise MigPlanError(problems, gpus)
     return {
         "gpus": out,
         "changed": any(e["changed"] for e in out),

@@ -18,6 +18,8 @@ import json
 import os
 import struct
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
+
 DTYPE_BYTES = {
     "float32": 4,
     "float": 4,
@@ -30,7 +32,7 @@ DTYPE_BYTES = {
 }
 
 
-class ModelConfigError(ValueError):
+class ModelConfigError(UserError, ValueError):
     """The model directory or config.json cannot be used; the message says why and how to fix it."""
 
 

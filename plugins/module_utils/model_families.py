@@ -132,7 +132,7 @@ def expand_gpus(gpus):
         try:
             return hardware_profile(gpus["profile"], gpus.get("count", 1), gpus.get("numa_nodes"), gpus.get("nvlink_islands"))
         except (ProfileError, TypeError, ValueError) as exc:
-            raise PlacementError("gpus.profile: %s" % exc)
+            raise PlacementError("gpus.profile: %s" % exc, option="gpus.profile")
     return gpus
 
 

@@ -21,14 +21,22 @@ __metaclass__ = type
 import re
 import xml.etree.ElementTree as ET
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
+
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _NA = ("", "n/a", "[n/a]", "not supported", "[not supported]", "none", "unknown error",
        "requested functionality has been deprecated", "insufficient permissions")
 _MIG_WORDS = {"enabled": "enabled", "disabled": "disabled"}
 
 
-class NvidiaSmiParseError(ValueError):
-    """The text is not nvidia-smi output of the expected kind."""
+class NvidiaSmiParseError(UserError, ValueError):
+    """The text is not nvidia-smi output of the expected kind; ``problem`` is what was wrong with it."""
+
+    def __init__(self, problem):
+        self.problem = problem
+        super(NvidiaSmiParseError, self).__init__(
+            "could not parse nvidia-smi output: %s. Check 'nvidia-smi -q -x' and 'nvidia-smi topo -m' on the host, "
+            "or use backend=nvml" % problem)
 
 
 def _text(elem, path):

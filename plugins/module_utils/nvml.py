@@ -19,6 +19,8 @@ __metaclass__ = type
 import ctypes
 import time
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
+
 NVSWITCH_PCI_BUS_ID = "FFFFFFFF:FF:FF.0"
 
 # NVML return codes (nvml.h); kept here so the taxonomy works with any nvidia-ml-py version.
@@ -35,7 +37,7 @@ ERROR_NAMES = {
 
 # Fatal kinds: (kind, hint). 'absent' kinds mean "no usable NVIDIA driver here" (gpu_count 0).
 FATAL_HINTS = {
-    "library_missing": "install nvidia-ml-py on the target (pip install nvidia-ml-py), or use backend=nvidia-smi",
+    "library_missing": "install nvidia-ml-py on the target (pip install nvidia-ml-py)",
     "unofficial_library": "the unofficial 'pynvml' distribution is installed; uninstall it and install "
                           "nvidia-ml-py (pip uninstall pynvml && pip install nvidia-ml-py)",
     "library_not_found": "libnvidia-ml.so.1 was not found: install the NVIDIA driver (or its "
@@ -55,24 +57,21 @@ CPU_SET_WORDS_MAX = 65536 // 64   # the widest mask read (Linux NR_CPUS tops out
 TOPOLOGY_LEVELS = {0: "PIX", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
 
 
-class NvmlFatalError(Exception):
-    """NVML cannot be used at all on this host."""
+class NvmlFatalError(UserError):
+    """NVML cannot be used at all on this host; ``message`` names the kind, the detail and the fix."""
 
     def __init__(self, kind, detail=""):
         self.kind = kind
         self.detail = detail
         self.hint = FATAL_HINTS.get(kind, FATAL_HINTS["unknown"])
-        super(NvmlFatalError, self).__init__("%s: %s" % (kind, detail) if detail else kind)
+        text = "NVML unusable (%s)" % kind
+        if detail:
+            text += ": %s" % detail
+        super(NvmlFatalError, self).__init__("%s. Fix: %s" % (text, self.hint), kind=kind)
 
     @property
     def absent(self):
         return self.kind in ABSENT_KINDS
-
-    def message(self):
-        text = "NVML unusable (%s)" % self.kind
-        if self.detail:
-            text += ": %s" % self.detail
-        return "%s. Fix: %s" % (text, self.hint)
 
 
 def load_pynvml():
@@ -484,11 +483,17 @@ def mig_state(nvml):
     return gpus, handles
 
 
-def set_mig_mode(nvml, handle, mode):
-    """Set the MIG mode; returns the activation status word ('success', 'in_use', ...)."""
+def set_mig_mode(nvml, handle, mode, label="the GPU"):
+    """Set the MIG mode; returns the activation status word ('success', 'in_use', ...).
+
+    A fatal NVML error names what failed first: 'setting MIG enabled on GPU0 (GPU-...) failed: ...'."""
     value = getattr(nvml.lib, "NVML_DEVICE_MIG_ENABLE", 1) if mode == "enabled" else \
         getattr(nvml.lib, "NVML_DEVICE_MIG_DISABLE", 0)
-    status = nvml.fatal_call("nvmlDeviceSetMigMode", handle, value)
+    try:
+        status = nvml.fatal_call("nvmlDeviceSetMigMode", handle, value)
+    except NvmlFatalError as exc:
+        exc.message = "setting MIG %s on %s failed: %s" % (mode, label, exc.message)
+        raise
     if status is None or status == 0:
         return "success"
     return ERROR_NAMES.get(int(status), str(status))

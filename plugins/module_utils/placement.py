@@ -7,8 +7,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
 
-class PlacementError(ValueError):
+
+class PlacementError(UserError, ValueError):
     """The hardware description cannot be used; the message names the variable and the fix."""
 
 

@@ -28,6 +28,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
+
 # Characters that never need quoting in a systemd command line word.
 _SAFE_WORD = re.compile(r"^[A-Za-z0-9_./:,=+@^-]+\Z")
 # First-word prefixes that change how systemd runs the command (systemd.service(5), table 1).
@@ -62,7 +64,7 @@ _UNESCAPES = {
 }
 
 
-class SystemdQuoteError(ValueError):
+class SystemdQuoteError(UserError, ValueError):
     """An argument cannot be represented in a systemd unit file."""
 
 

@@ -18,6 +18,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
+
 DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 MOE_TYPES = ("qwen3_moe", "mixtral", "qwen2_moe")
 HYBRID_TYPES = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
@@ -26,7 +28,7 @@ QK_NORM_TYPES = ("qwen3", "qwen3_moe", "qwen3_next", "qwen3_5_text", "qwen3_5_mo
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
-class EstimateUnavailable(ValueError):
+class EstimateUnavailable(UserError, ValueError):
     """The family or quantization is one this module does not count; the message says what to give instead."""
 
 

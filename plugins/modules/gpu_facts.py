@@ -302,163 +302,17 @@ ansible_facts:
       type: dict
 """
 
-import os
-import time
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError, run_guarded
-from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_facts_assembly import (
-    FACTS_KEY,
-    check_expected,
-    empty_facts,
-    facts_from_nvml,
-    facts_from_smi,
-    smi_nvlinks,
-    validate_expected,
-)
-from ansible_collections.gpufleet.vllm.plugins.module_utils.nvidia_smi import (
-    NvidiaSmiParseError,
-    classify_error,
-    parse_compute_cap_csv,
-    parse_nvlink_remote,
-    parse_nvlink_status,
-    parse_query_xml,
-    parse_topology,
-)
-from ansible_collections.gpufleet.vllm.plugins.module_utils.nvml import (
-    FATAL_HINTS,
-    Nvml,
-    NvmlFatalError,
-    canonical_pci_bus_id,
-    collect,
-    load_pynvml,
-    sysfs_pci_address,
-)
-
-SYSFS_PCI = "/sys/bus/pci/devices"
-FALLBACK_KINDS = ("library_missing", "unofficial_library")
-C_ENV = {"LC_ALL": "C", "LANG": "C"}
-
-
-class NoGpu(Exception):
-    """No driver or no GPU: not a failure unless min_gpus asks for GPUs."""
-
-
-def read_sysfs(bus_ids, root=SYSFS_PCI):
-    out = {}
-    for bus in bus_ids:
-        if not bus:
-            continue
-        path = os.path.join(root, sysfs_pci_address(bus), "numa_node")
-        try:
-            with open(path) as handle:
-                out[canonical_pci_bus_id(bus)] = {"numa_node": int(handle.read().strip())}
-        except (IOError, OSError, ValueError):
-            continue
-    return out
-
-
-def gather_nvml():
-    nvml = Nvml(load_pynvml())
-    nvml.init()
-    try:
-        raw = collect(nvml, os.cpu_count() or 1)
-    finally:
-        nvml.shutdown()
-    return facts_from_nvml(raw, read_sysfs([g.get("pci_bus_id") for g in raw["gpus"]]))
-
-
-def _smi(module, path, args):
-    rc, out, err = module.run_command([path] + args, environ_update=C_ENV)
-    if rc != 0 or (not out.strip() and err.strip()):
-        text = (out + "\n" + err).strip()
-        kind = classify_error(text)
-        if kind == "no_devices":
-            raise NoGpu("nvidia-smi: No devices were found")
-        if kind in ("driver_not_loaded", "library_not_found"):
-            raise NoGpu("NVIDIA driver not usable (%s): %s" % (kind, text.splitlines()[0] if text else ""))
-        raise NvmlFatalError(kind if kind in FATAL_HINTS else "unknown",
-                             "%s %s exited %d: %s" % (path, " ".join(args), rc, text))
-    return out
-
-
-def gather_smi(module):
-    path = module.get_bin_path("nvidia-smi")
-    if not path:
-        raise NoGpu("nvidia-smi not found in PATH")
-    query = parse_query_xml(_smi(module, path, ["-q", "-x"]))
-    if not query["gpus"]:
-        return facts_from_smi(query)
-    topo = parse_topology(_smi(module, path, ["topo", "-m"]))
-    caps = {}
-    rc, out, dummy = module.run_command([path, "--query-gpu=pci.bus_id,compute_cap", "--format=csv,noheader"],
-                                        environ_update=C_ENV)
-    if rc == 0:
-        caps = parse_compute_cap_csv(out)
-    bus_ids = [g["pci_bus_id"] for g in query["gpus"]]
-    return facts_from_smi(query, topo, caps, read_sysfs(bus_ids), _smi_nvlinks(module, path, bus_ids))
-
-
-def _smi_nvlinks(module, path, bus_ids):
-    """Per-link state (nvlink -s) and remote (nvlink -R); None when nvidia-smi cannot say."""
-    rc, out, dummy = module.run_command([path, "nvlink", "-s"], environ_update=C_ENV)
-    if rc != 0:
-        return None
-    rc_r, out_r, dummy = module.run_command([path, "nvlink", "-R"], environ_update=C_ENV)
-    return smi_nvlinks(parse_nvlink_status(out), parse_nvlink_remote(out_r) if rc_r == 0 else {}, bus_ids)
-
-
-def gather(module, backend):
-    if backend == "nvidia-smi":
-        return gather_smi(module)
-    try:
-        return gather_nvml()
-    except NvmlFatalError as exc:
-        if exc.absent:
-            raise NoGpu("NVIDIA driver not usable: %s" % exc.message())
-        if backend == "auto" and exc.kind in FALLBACK_KINDS:
-            try:
-                facts = gather_smi(module)
-            except NoGpu as smi_exc:
-                if exc.kind == "library_missing" and not module.get_bin_path("nvidia-smi"):
-                    raise NoGpu("no NVIDIA driver tools: nvidia-ml-py (pynvml) is not installed and nvidia-smi "
-                                "is not in PATH")
-                raise NoGpu("%s; nvidia-smi fallback: %s" % (exc.message(), smi_exc))
-            facts["errors"]["nvml"] = exc.message()
-            return facts
-        if exc.kind in FALLBACK_KINDS:
-            raise UserError("%s (or set backend=nvidia-smi)" % exc.message(), kind=exc.kind)
-        raise
+from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import run_guarded
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_facts_assembly import FACTS_KEY
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_gather import ModuleRunner, gpu_facts
 
 
 def _run(module):
-    backend = module.params["backend"]
-    min_gpus = module.params["min_gpus"]
-    if min_gpus < 0:
-        raise UserError("min_gpus must be >= 0, got %d" % min_gpus, option="min_gpus")
-    validate_expected(module.params["expected"])
-    started = time.time()
-    try:
-        facts = gather(module, backend)
-    except NoGpu as exc:
-        facts = empty_facts("none", str(exc))
-    except NvmlFatalError as exc:
-        raise UserError(exc.message(), kind=exc.kind)
-    except NvidiaSmiParseError as exc:
-        raise UserError("could not parse nvidia-smi output: %s. Check 'nvidia-smi -q -x' and 'nvidia-smi topo -m' "
-                        "on the host, or use backend=nvml" % exc)
-    facts["collection_seconds"] = round(time.time() - started, 4)
-    if facts["gpu_count"] < min_gpus:
-        module.fail_json(msg="found %d GPU(s) but min_gpus=%d%s. Check the driver with 'nvidia-smi', or lower "
-                             "min_gpus" % (facts["gpu_count"], min_gpus,
-                                           " (%s)" % facts["reason"] if facts["reason"] else ""),
-                         **facts)
-    for gpu in facts["gpus"]:
-        failed = sorted(k for k, v in gpu["errors"].items() if not str(v).startswith("not_supported"))
-        if failed:
-            module.warn("GPU%d: could not read %s (see gpus[%d].errors)" % (gpu["index"], ", ".join(failed), gpu["index"]))
-    facts["mismatches"] = check_expected(facts, module.params["expected"])
+    facts, warnings = gpu_facts(module.params, ModuleRunner(module))
+    for warning in warnings:
+        module.warn(warning)
     result = dict(facts)
     result["ansible_facts"] = {FACTS_KEY: facts}
     module.exit_json(changed=False, **result)

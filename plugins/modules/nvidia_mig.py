@@ -152,14 +152,8 @@ reason:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError, run_guarded
-from ansible_collections.gpufleet.vllm.plugins.module_utils.mig import (
-    MigPlanError,
-    after_apply,
-    decide_actions,
-    diff,
-    needs_reboot,
-)
+from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import run_guarded
+from ansible_collections.gpufleet.vllm.plugins.module_utils.mig import after_apply, decide_actions, diff, needs_reboot
 from ansible_collections.gpufleet.vllm.plugins.module_utils.nvml import (
     Nvml,
     NvmlFatalError,
@@ -169,32 +163,20 @@ from ansible_collections.gpufleet.vllm.plugins.module_utils.nvml import (
 )
 
 
-def _nvml_error(exc, prefix=""):
-    """NVML's error for this module: its shared hints name gpu_facts' backend=nvidia-smi, which nvidia_mig lacks."""
-    text = exc.message()
-    if exc.kind == "library_missing":
-        text = text.replace(", or use backend=nvidia-smi", "") + (
-            " (nvidia_mig changes the mode through NVML only: it has no nvidia-smi backend)")
-    return UserError(prefix + text, kind=exc.kind)
-
-
 def _open_nvml(module, mode):
     try:
         nvml = Nvml(load_pynvml())
         nvml.init()
     except NvmlFatalError as exc:
-        if exc.absent and mode == "disabled" and not module.params["gpus"]:
-            module.exit_json(changed=False, gpus=[], reset_required=False, reboot_required=False,
-                             reason="no usable NVIDIA driver (%s): nothing to disable" % exc.kind)
-        raise _nvml_error(exc)
+        if not (exc.absent and mode == "disabled" and not module.params["gpus"]):
+            raise
+        module.exit_json(changed=False, gpus=[], reset_required=False, reboot_required=False,
+                         reason="no usable NVIDIA driver (%s): nothing to disable" % exc.kind)
     return nvml
 
 
 def _apply_one(module, nvml, handles, entry, mode):
-    try:
-        activation = set_mig_mode(nvml, handles[entry["index"]], mode)
-    except NvmlFatalError as exc:
-        raise _nvml_error(exc, "setting MIG %s on GPU%d (%s) failed: " % (mode, entry["index"], entry.get("uuid")))
+    activation = set_mig_mode(nvml, handles[entry["index"]], mode, "GPU%d (%s)" % (entry["index"], entry.get("uuid")))
     # NVML: the change may unbind or reset the device, so its attributes are read again.
     fresh, dummy = mig_state(nvml)
     now = fresh[entry["index"]]
@@ -203,10 +185,7 @@ def _apply_one(module, nvml, handles, entry, mode):
 
 def _converge(module, nvml, mode):
     state, handles = mig_state(nvml)
-    try:
-        planned = decide_actions(state, mode, module.params["gpus"], module.params["force"])
-    except MigPlanError as exc:
-        raise UserError("nvidia_mig: %s" % "; ".join(exc.problems), problems=exc.problems, gpus=state)
+    planned = decide_actions(state, mode, module.params["gpus"], module.params["force"])
     by_index = dict((g["index"], g) for g in state)
     results = []
     for entry in planned["gpus"]:
@@ -235,8 +214,6 @@ def _run(module):
     nvml = _open_nvml(module, mode)
     try:
         result = _converge(module, nvml, mode)
-    except NvmlFatalError as exc:
-        raise _nvml_error(exc)
     finally:
         nvml.shutdown()
     module.exit_json(**result)

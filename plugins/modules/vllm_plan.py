@@ -326,11 +326,9 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError, run_guarded
-from ansible_collections.gpufleet.vllm.plugins.module_utils.kv_capacity import CapacityError
-from ansible_collections.gpufleet.vllm.plugins.module_utils.model_config import ModelConfigError, parse_config, read_config, weight_bytes
+from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import run_guarded
+from ansible_collections.gpufleet.vllm.plugins.module_utils.model_config import parse_config, read_config, weight_bytes
 from ansible_collections.gpufleet.vllm.plugins.module_utils.model_families import expand_gpus
-from ansible_collections.gpufleet.vllm.plugins.module_utils.placement import PlacementError
 from ansible_collections.gpufleet.vllm.plugins.module_utils.plan_inputs import (
     check_ports,
     validate_against_model,
@@ -383,34 +381,24 @@ ARGUMENT_SPEC = dict(
 def plan_from_options(params):
     """Validate every input, read the model and plan; input errors raise UserError naming the option/file."""
     p = validate_options(params)
-    try:
-        p["gpus"] = expand_gpus(p.get("gpus"))  # a named profile ({profile: h100, count: 4}) -> declared hardware
-    except PlacementError as exc:
-        raise UserError(str(exc), option="gpus.profile", findings=[])
+    p["gpus"] = expand_gpus(p.get("gpus"))  # a named profile ({profile: h100, count: 4}) -> declared hardware
     validate_gpus(p.get("gpus"))
-    try:
-        model_dir, raw = read_config(p["model"])
-        validate_config(raw, p["model"] if p["model"].endswith(".json") else os.path.join(model_dir, "config.json"))
-        validate_against_model(p, parse_config(raw))
-        total, source = weight_bytes(model_dir)
-        result = build_plan(p, raw, p.get("serve_path") or model_dir, weights_total=total, weights_source=source)
-    except (ModelConfigError, CapacityError, PlacementError) as exc:
-        raise UserError(str(exc), findings=[])
+    model_dir, raw = read_config(p["model"])
+    validate_config(raw, p["model"] if p["model"].endswith(".json") else os.path.join(model_dir, "config.json"))
+    validate_against_model(p, parse_config(raw))
+    total, source = weight_bytes(model_dir)
+    result = build_plan(p, raw, p.get("serve_path") or model_dir, weights_total=total, weights_source=source)
     check_ports(p, len(result["instances"]))
     return result
 
 
 def _body(module):
-    try:
-        return plan_from_options(module.params)
-    except UserError as exc:
-        exc.details.setdefault("findings", [])
-        raise
+    return plan_from_options(module.params)
 
 
 def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    result = run_guarded(module, _body, "planning vLLM for %s" % module.params["model"])
+    result = run_guarded(module, _body, "planning vLLM for %s" % module.params["model"], findings=[])
     errors = [f for f in result["findings"] if f["level"] == "error"]
     if errors:
         lines = ["%s: %s (fix: %s)" % (f["code"], f["message"], f["fix"]) for f in errors]

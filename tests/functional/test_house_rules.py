@@ -1,17 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""House rules a maintainer relies on, checked on the tree as it is.
+"""The house rules that a test can check, checked on the tree as it is.
 
-1. docs/ARCHITECTURE.md is the map: every module, module_util, filter plugin and role that exists is
-   named there (as its path), and every such path the document names exists.
-2. No function in plugins/module_utils is longer than MAX_FUNCTION_LINES (the seven long functions of
-   round 1, build_plan among them, were split into named steps in round 2).
-3. Every Python file in git starts with the one header (after a shebang, where there is one):
-   coding line, the one copyright line, the licence line.
-4. The roles take the check-mode and the start decisions from the internal role `common` only: no role
-   task reads `ansible_check_mode` (it misses check_mode set on a block or include) and only `common`
-   looks for /dev/nvidiactl.
+The rules themselves are written in docs/DEVELOPING.md, section "House rules" (where people read them);
+each test here names the rule it checks. Change the rule there first, then the test.
 """
 import ast
 import pathlib
@@ -23,6 +16,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "ARCHITECTURE.md"
 MAX_FUNCTION_LINES = 60
+MAX_MODULE_CODE_LINES = 120   # a module's code outside DOCUMENTATION/EXAMPLES/RETURN, blank and comment lines
+DOC_BLOCKS = ("DOCUMENTATION", "EXAMPLES", "RETURN")
 
 
 def code_pieces():
@@ -111,3 +106,78 @@ def test_roles_take_shared_decisions_from_common(pattern, rule):
     assert len(files) > 30  # the glob found the roles
     offenders = [p.relative_to(ROOT).as_posix() for p in files if re.search(pattern, p.read_text())]
     assert not offenders, "%s in %s: %s" % (pattern, offenders, rule)
+
+
+def module_code_lines(path):
+    """Lines of a module that are code: not in DOCUMENTATION/EXAMPLES/RETURN, not blank, not a comment."""
+    text = path.read_text()
+    docs = set()
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) in DOC_BLOCKS for t in node.targets):
+            docs.update(range(node.lineno, node.end_lineno + 1))
+    return sum(1 for number, line in enumerate(text.splitlines(), 1)
+               if number not in docs and line.strip() and not line.strip().startswith("#"))
+
+
+def test_module_code_lines_counts_only_code(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text('# header\nDOCUMENTATION = r"""\nmodule: x\n"""\n\nimport os\n\n\ndef main():\n    pass\n')
+    assert module_code_lines(sample) == 3
+
+
+def test_modules_are_thin():
+    """DEVELOPING.md, House rules: a module is AnsibleModule glue; its logic lives in plugins/module_utils."""
+    modules = sorted((ROOT / "plugins" / "modules").glob("*.py"))
+    assert len(modules) >= 8
+    fat = dict((p.name, module_code_lines(p)) for p in modules)
+    fat = dict((name, lines) for name, lines in fat.items() if lines > MAX_MODULE_CODE_LINES)
+    assert not fat, "modules over %d lines of code (move the logic into plugins/module_utils): %s" % (
+        MAX_MODULE_CODE_LINES, ", ".join("%s %d" % item for item in sorted(fat.items())))
+
+
+def domain_error_names():
+    """Names of the exception classes defined in plugins/module_utils (all derive from UserError)."""
+    names = set()
+    for path in (ROOT / "plugins" / "module_utils").glob("**/*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and any(
+                    getattr(b, "id", getattr(b, "attr", "")).endswith(("Error", "Exception")) for b in node.bases):
+                names.add(node.name)
+    return names
+
+
+def rewrap_blocks(path, errors):
+    """``except <domain error>`` handlers of a module that raise a new exception or call fail_json."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.ExceptHandler) or node.type is None:
+            continue
+        caught = node.type.elts if isinstance(node.type, ast.Tuple) else [node.type]
+        caught = [getattr(c, "id", getattr(c, "attr", None)) for c in caught]
+        if not any(name in errors for name in caught):
+            continue
+        for inner in ast.walk(node):
+            new_raise = isinstance(inner, ast.Raise) and inner.exc is not None
+            fails = isinstance(inner, ast.Call) and getattr(inner.func, "attr", None) == "fail_json"
+            if new_raise or fails:
+                found.append("%s:%d" % (path.name, node.lineno))
+                break
+    return found
+
+
+def test_modules_do_not_rewrap_domain_errors():
+    """DEVELOPING.md, House rules: every domain error is a UserError whose message names the option and the fix;
+    run_guarded reports it, so a module never catches one to raise another."""
+    errors = domain_error_names()
+    assert {"NvmlFatalError", "PlacementError", "WeightsError"} <= errors
+    offenders = []
+    for path in sorted((ROOT / "plugins" / "modules").glob("*.py")):
+        offenders += rewrap_blocks(path, errors | {"UserError"})
+    assert not offenders, "re-wrap blocks in modules (let the UserError through): %s" % offenders
+
+
+def test_rewrap_detector_finds_a_planted_block(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text("def f():\n    try:\n        g()\n    except PlacementError as exc:\n"
+                       "        raise UserError(str(exc))\n")
+    assert rewrap_blocks(planted, {"PlacementError"}) == ["planted.py:4"]

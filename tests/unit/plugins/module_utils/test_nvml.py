@@ -135,7 +135,7 @@ def test_fatal_init(name, kind, absent, words):
         nvml.init()
     assert info.value.kind == kind
     assert info.value.absent is absent
-    assert words in info.value.message()
+    assert words in info.value.message
 
 
 def test_mismatch_in_the_middle_is_fatal():
@@ -158,7 +158,7 @@ def test_load_pynvml_refuses_the_unofficial_package(monkeypatch):
     with pytest.raises(N.NvmlFatalError) as info:
         N.load_pynvml()
     assert info.value.kind == "unofficial_library"
-    assert "nvidia-ml-py" in info.value.message()
+    assert "nvidia-ml-py" in info.value.message
 
 
 def test_load_pynvml_missing(monkeypatch):

@@ -13,6 +13,7 @@ import pytest
 
 from ansible.module_utils import basic
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils import gpu_gather
 from ansible_collections.gpufleet.vllm.plugins.module_utils.nvml import NvmlFatalError
 from ansible_collections.gpufleet.vllm.tests.unit.plugins.modules.module_harness import Exit, Fail, patch_exits, patch_module_args
 from ansible_collections.gpufleet.vllm.plugins.modules import gpu_facts
@@ -22,7 +23,7 @@ from ansible_collections.gpufleet.vllm.tests.fakes.fake_nvml.loader import FIXTU
 @pytest.fixture(autouse=True)
 def exits(monkeypatch):
     patch_exits(monkeypatch)
-    monkeypatch.setattr(gpu_facts, "read_sysfs", lambda bus_ids, root=None: {})
+    monkeypatch.setattr(gpu_gather, "read_sysfs", lambda bus_ids, root=None: {})
 
 
 def run(args, monkeypatch, topology=None, load_error=None, smi=None):
@@ -31,7 +32,7 @@ def run(args, monkeypatch, topology=None, load_error=None, smi=None):
             raise NvmlFatalError(load_error, "test")
         return fake(topology)
 
-    monkeypatch.setattr(gpu_facts, "load_pynvml", load)
+    monkeypatch.setattr(gpu_gather, "load_pynvml", load)
     smi_path = "/usr/bin/nvidia-smi" if smi is not None else None
     monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: smi_path)
 

@@ -12,6 +12,7 @@ __metaclass__ = type
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils import gpu_gather
 from ansible_collections.gpufleet.vllm.plugins.modules import gpu_facts, nvidia_mig
 from ansible_collections.gpufleet.vllm.tests.fakes.fake_nvml.loader import fake
 from ansible_collections.gpufleet.vllm.tests.unit.plugins.modules.module_harness import run_module
@@ -34,7 +35,7 @@ def _names_an_option(msg, options):
 @PROPS
 @given(backend=st.sampled_from(["auto", "nvml", "bogus", ""]) | ANY, expected=EXPECTED | ANY, min_gpus=ANY)
 def test_gpu_facts_arguments(monkeypatch, backend, expected, min_gpus):
-    monkeypatch.setattr(gpu_facts, "load_pynvml", lambda: fake("h200x2"))
+    monkeypatch.setattr(gpu_gather, "load_pynvml", lambda: fake("h200x2"))
     result = run_module(monkeypatch, gpu_facts.main, {"backend": backend, "expected": expected, "min_gpus": min_gpus})
     if result.get("failed"):
         assert "This is a bug" not in result["msg"], result["msg"]

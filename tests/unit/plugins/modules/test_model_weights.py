@@ -12,6 +12,7 @@ import pytest
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights import sources
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.errors import WeightsError
+from ansible_collections.gpufleet.vllm.plugins.module_utils.weights import request
 from ansible_collections.gpufleet.vllm.plugins.modules import model_weights
 from ansible_collections.gpufleet.vllm.tests.unit.plugins.modules.module_harness import run_module as harness_run_module
 
@@ -31,13 +32,13 @@ def src(tmp_path):
 
 @pytest.mark.parametrize("value, mode", [("0644", 0o644), ("640", 0o640), ("0600", 0o600), ("0755", 0o755), ("2750", 0o2750)])
 def test_parse_mode(value, mode):
-    assert model_weights.parse_mode(value) == mode
+    assert request.parse_mode(value) == mode
 
 
 @pytest.mark.parametrize("value", ["u=rw", "99", "017777", "", "0o644", "-644", " ", "６４４"])
 def test_parse_mode_rejects(value):
     with pytest.raises(WeightsError) as err:
-        model_weights.parse_mode(value)
+        request.parse_mode(value)
     assert "'0644'" in err.value.message
 
 
@@ -46,7 +47,7 @@ def test_parse_mode_rejects(value):
 @pytest.mark.parametrize("value", [644, 420, 0o600, True, 6.44, None])
 def test_parse_mode_refuses_numbers(value):
     with pytest.raises(WeightsError) as err:
-        model_weights.parse_mode(value)
+        request.parse_mode(value)
     assert "quoted" in err.value.message and "mode" in err.value.message
 
 
@@ -58,7 +59,7 @@ def test_unquoted_mode_is_refused_by_the_module(monkeypatch, tmp_path, src):
 
 @pytest.mark.parametrize("mode, folder", [(0o644, 0o755), (0o640, 0o750), (0o600, 0o700), (0o200, 0o200)])
 def test_dir_mode(mode, folder):
-    assert model_weights.dir_mode(mode) == folder
+    assert request.dir_mode(mode) == folder
 
 
 def test_local_source_check_then_apply_then_idempotent(monkeypatch, tmp_path, src):

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights import manifest, record, snapshot, sources
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.errors import WeightsError
+from ansible_collections.gpufleet.vllm.plugins.module_utils.weights import request
 from ansible_collections.gpufleet.vllm.plugins.modules import model_weights
 from ansible_collections.gpufleet.vllm.tests.unit.plugins.modules.module_harness import run_module
 
@@ -61,7 +62,7 @@ def test_module_arguments_never_crash_and_name_the_option(monkeypatch, args):
 @given(mode=values)
 def test_parse_mode_total(mode):
     try:
-        parsed = model_weights.parse_mode(mode)
+        parsed = request.parse_mode(mode)
     except WeightsError as exc:
         assert exc.message.startswith("mode ")
     else:
