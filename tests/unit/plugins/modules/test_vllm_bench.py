@@ -106,7 +106,23 @@ def test_a_declared_seed_still_gives_every_point_its_own(monkeypatch):
         "http://127.0.0.1:9", workload=dict(name="short", input_len=128, concurrency=[1, 4, 16], seed=7,
                                             targets=["front_door"])), check_mode=True)
     seeds = [p["argv"][p["argv"].index("--seed") + 1] for p in result["points"]]
-    assert seeds == ["7", "8", "9"]
+    assert len(set(seeds)) == 3
+    again = run_module(monkeypatch, vllm_bench.main, _args(
+        "http://127.0.0.1:9", workload=dict(name="short", input_len=128, concurrency=[1, 4, 16], seed=7,
+                                            targets=["front_door"])), check_mode=True)
+    assert [p["argv"][p["argv"].index("--seed") + 1] for p in again["points"]] == seeds  # reproducible
+
+
+def test_two_workloads_with_neighbouring_seeds_share_no_point_seed(monkeypatch):
+    # The real H200 run of 2026-12-02 declared seeds 1 and 2 for two 1024-token workloads; "seed + index"
+    # gave both a point with seed 2, and the second re-sent 8 of 256 prompts (3.1 % prefix hits).
+    seeds = []
+    for name, seed in (("short-low", 1), ("short-high", 2)):
+        result = run_module(monkeypatch, vllm_bench.main, _args(
+            "http://127.0.0.1:9", workload=dict(name=name, input_len=128, concurrency=[1, 4], seed=seed,
+                                                targets=["front_door"])), check_mode=True)
+        seeds += [p["seed"] for p in result["points"]]
+    assert len(set(seeds)) == 4
 
 
 @pytest.mark.parametrize("extra, fragment", [
