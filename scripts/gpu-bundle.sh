@@ -6,6 +6,8 @@
 # transformers, tokenizers, numpy, triton, aiohttp, pandas, tqdm, ... (its image's package list).
 #
 #   scripts/gpu-bundle.sh [build] [--out DIR]     on this machine: download (cached), install, trim, pack
+#   scripts/gpu-bundle.sh lean                    the full bundle less fused-MoE and ansible (dense-only runs)
+#   scripts/gpu-bundle.sh router                  vllm-router + orjson + Debian's nginx for the router A/B run
 #   scripts/gpu-bundle.sh unpack --to DIR [--bundle FILE]
 #                                                 on the GPU host: unpack, point bin/* at its python3
 #
@@ -150,7 +152,44 @@ with tarfile.open(sys.argv[1], "r:xz") as tf:
   log "unpacked into $to ($(du -sh "$to" | cut -f1)); use: PYTHONPATH=$to $to/bin/vllm ..."
 }
 
+# lean: the router A/B run carries vLLM AND the router (+ nginx), over the device tool's 64 MiB with the full
+# bundle. Dense models need neither the fused-MoE library (vLLM imports it under contextlib.suppress(ImportError),
+# vllm/platforms/cuda.py) nor ansible-core: dropped. Only for dense-model runs.
+lean() {
+  local full="$ROOT/.gpu/$NAME.tar.xz" out="$ROOT/.gpu-lean" tmp
+  [ -f "$full" ] || die "no full bundle at $full: run scripts/gpu-bundle.sh build first"
+  tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+  xz -dc "$full" | tar -C "$tmp" -xf -
+  rm -rf "$tmp"/site/vllm/_moe_C_stable_libtorch.abi3.so "$tmp"/site/ansible "$tmp"/site/ansible_test \
+    "$tmp"/site/ansible_core-* "$tmp"/site/resolvelib*
+  mkdir -p "$out"; grep -qx '/.gpu-lean/' "$ROOT/.git/info/exclude" || echo '/.gpu-lean/' >> "$ROOT/.git/info/exclude"
+  tar -C "$tmp" -cf - site | xz -9 -T"$(nproc)" > "$out/$NAME-lean.tar.xz"
+  log "lean bundle: $out/$NAME-lean.tar.xz ($(du -h "$out/$NAME-lean.tar.xz" | cut -f1)); unpack with --bundle"
+}
+
+# router: vllm-router 0.1.17 (its Rust extension stripped of symbols: 62 -> 50 MB, 14 MB packed) + orjson (the one
+# dependency the H200 image and the vLLM bundle lack) as a site folder, and Debian 12's nginx binary (the host has
+# libssl3, libpcre2, zlib, libcrypt), packed into .gpu-router/router-bundle.tar.xz.
+#   on the GPU host: mkdir -p /tmp/rt && xz -dc .gpu-router/router-bundle.tar.xz | tar -C /tmp/rt -xf -
+#   -> /tmp/rt/router-site (PYTHONPATH), /tmp/rt/nginx/nginx
+router_bundle() {
+  local out="$ROOT/.gpu-router" tmp
+  tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+  mkdir -p "$tmp/whl" "$tmp/pack/router-site" "$tmp/pack/nginx" "$out"
+  grep -qx '/.gpu-router/' "$ROOT/.git/info/exclude" || echo '/.gpu-router/' >> "$ROOT/.git/info/exclude"
+  # shellcheck disable=SC2046
+  PIP_CONFIG_FILE=/dev/null "$PY" -m pip download -q --no-deps $(pip_target_flags) -d "$tmp/whl" \
+    vllm-router==0.1.17 orjson==3.11.4 1>&2
+  for w in "$tmp"/whl/*.whl; do (cd "$tmp/pack/router-site" && "$PY" -m zipfile -e "$w" .); done
+  strip --strip-unneeded "$tmp"/pack/router-site/vllm_router_rs.abi3.so "$tmp"/pack/router-site/vllm_router.libs/*
+  (cd "$tmp" && apt-get download nginx 1>&2 && dpkg -x nginx_*.deb x) && cp "$tmp/x/usr/sbin/nginx" "$tmp/pack/nginx/"
+  tar -C "$tmp/pack" -cf - . | xz -9 -T"$(nproc)" > "$out/router-bundle.tar.xz"
+  log "router bundle: $out/router-bundle.tar.xz ($(du -h "$out/router-bundle.tar.xz" | cut -f1))"
+}
+
 case "${1:-build}" in
+  lean) lean;;
+  router) PY="${GPUFLEET_PYTHON:-python3}"; router_bundle;;
   -h|--help) sed -n '2,20p' "$0"; exit 0;;
   unpack) shift; unpack "$@";;
   build) [ $# -gt 0 ] && shift; PY="${GPUFLEET_PYTHON:-python3}"
