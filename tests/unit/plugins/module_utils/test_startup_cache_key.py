@@ -1,0 +1,126 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""startup.cache_key: the inputs of a start read from real rendered units, what enters vLLM's key, the verdict.
+
+The units are tests/fixtures/units/*.service (rendered by the role's template, PROVENANCE.md there) and the H200
+run's unit (tests/fixtures/gpu-acceptance/graphs-0.26.0/cases/*.service). The rules under test are vLLM 0.32.0's
+(vllm/envs.py compile_factors, vllm/config/*.py compute_hash), listed in cache_key's docstring.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+import pytest
+
+from ansible_collections.gpufleet.vllm.plugins.module_utils.startup import boot_log, cache_key
+
+HERE = os.path.dirname(__file__)
+FIX = os.path.join(HERE, "..", "..", "..", "fixtures")
+
+
+def unit(name):
+    with open(os.path.join(FIX, name)) as handle:
+        return cache_key.unit_inputs(handle.read())
+
+
+def start_inputs(name, **change):
+    argv, env, venv, rank = unit(name)
+    env = dict(env, **change.pop("env", {}))
+    values = dict(vllm_version="0.33.0", argv=argv, environment=env, venv=venv, cache_dir=env.get("XDG_CACHE_HOME"),
+                  node_rank=rank)
+    values.update(change)
+    return cache_key.inputs(**values)
+
+
+def test_unit_inputs_cut_numactl_and_find_the_venv():
+    argv, env, venv, rank = unit("units/cpu-single.service")
+    assert argv[:3] == ["/opt/vllm/venvs/0.33.0-f08601881163/bin/vllm", "serve", "/srv/models/fake"]
+    assert venv == "/opt/vllm/venvs/0.33.0-f08601881163"
+    assert env["VLLM_CACHE_ROOT"] == "/var/cache/vllm/vllm"
+    assert rank is None
+    assert unit("units/cpu-group-member.service")[3] == "1"
+
+
+@pytest.mark.parametrize("change, expected", [
+    # (what changes between two starts of cpu-single.service, [(input, enters_key)])
+    ({"argv_extra": ["--max-model-len", "1024"]}, [("argv --max-model-len", True)]),
+    ({"argv_extra": ["--port", "8102"]}, []),  # --port was 8101: changed below, see test body
+    ({"argv_extra": ["--gpu-memory-utilization", "0.5"]}, [("argv --gpu-memory-utilization", False)]),
+    ({"env": {"VLLM_HOST_IP": "10.0.0.9"}}, [("env VLLM_HOST_IP", False)]),
+    ({"env": {"VLLM_CPU_KVCACHE_SPACE": "8"}}, [("env VLLM_CPU_KVCACHE_SPACE", False)]),
+    ({"env": {"VLLM_CPU_NUM_OF_RESERVED_CPU": "2"}}, [("env VLLM_CPU_NUM_OF_RESERVED_CPU", True)]),
+    ({"env": {"VLLM_CACHE_ROOT": "/srv/c/vllm"}}, [("env VLLM_CACHE_ROOT", False)]),
+    ({"env": {"FAKE_VLLM_MODE": "slow"}}, [("env FAKE_VLLM_MODE", False)]),
+    ({"vllm_version": "0.33.1"}, [("vllm_version", True)]),
+    ({"venv": "/opt/vllm/venvs/0.33.0-other"}, [("venv", True)]),
+])
+def test_differences_name_what_enters_the_key(change, expected):
+    before = start_inputs("units/cpu-single.service")
+    change = dict(change)
+    extra = change.pop("argv_extra", None)
+    if extra:
+        argv = list(before["argv"])
+        if extra[0] in argv:
+            argv[argv.index(extra[0]) + 1] = extra[1]
+            expected = [("argv %s" % extra[0], extra[0] not in cache_key.ARGV_NOT_IN_KEY)]
+        else:
+            argv += extra
+        change["argv"] = argv
+    after = start_inputs("units/cpu-single.service", **change)
+    got = [(d["input"], d["enters_key"]) for d in cache_key.differences(before, after)
+           if d["input"] != "cache_dir"]
+    assert got == expected
+
+
+def test_fingerprint_ignores_host_address_and_cache_folder_but_not_the_model():
+    base = start_inputs("units/cpu-group-member.service")
+    moved = start_inputs("units/cpu-group-member.service", env={"VLLM_HOST_IP": "10.89.0.4",
+                                                                "VLLM_CACHE_ROOT": "/srv/other/vllm"},
+                         cache_dir="/srv/other")
+    other_model = dict(base, argv=[a.replace("/srv/models/g", "/srv/models/h") for a in base["argv"]])
+    assert cache_key.fingerprint(base) == cache_key.fingerprint(moved)
+    assert cache_key.fingerprint(base) != cache_key.fingerprint(other_model)
+
+
+def read_log(name):
+    with open(os.path.join(FIX, "startup", "cpu-0.32.0", name)) as handle:
+        return boot_log.parse(handle.read(), year=2026)
+
+
+@pytest.mark.parametrize("log, previous_log, diffs, expect_hit, status, expected, words", [
+    ("cold.log", None, [], False, "miss", True, "first start recorded here"),
+    ("warm.log", "cold.log", [], False, "unloadable", False, "could not load"),
+    ("copied.log", "warm.log", [], True, "unloadable", False, "the pre-warmed copy"),
+    ("cold.log", "warm.log", [{"input": "argv --max-model-len", "before": "2048", "after": "1024",
+                               "enters_key": True, "note": ""}], False, "miss", True, "inputs of the key changed"),
+    ("cold.log", "warm.log", [], False, "miss", False, "same key"),
+    ("cold.log", "warm.log", [{"input": "cache_dir", "before": "/a", "after": "/b", "enters_key": False,
+                               "note": ""}], False, "miss", True, "the cache moved"),
+    ("cold.log", "warm.log", [], True, "miss", False, "pre-warmed copy"),
+])
+def test_judge(log, previous_log, diffs, expect_hit, status, expected, words):
+    parsed = read_log(log)
+    previous = {"compile": read_log(previous_log)["compile"]} if previous_log else None
+    verdict = cache_key.judge(parsed["compile_cache"], parsed["compile"]["keys"], previous, diffs,
+                              expect_hit=expect_hit, copied_from="h1")
+    assert verdict["status"] == status
+    assert verdict["expected"] is expected
+    assert words in ((verdict["finding"] or "") + " " + (verdict["cause"] or ""))
+
+
+def test_a_changed_key_with_unchanged_inputs_is_named():
+    parsed = read_log("cold.log")
+    previous = {"compile": {"keys": ["0123456789"]}}
+    verdict = cache_key.judge(parsed["compile_cache"], parsed["compile"]["keys"], previous, [])
+    assert verdict["key_changed"] and not verdict["expected"]
+    assert "the key changed (0123456789 -> 8a9193705a" in verdict["finding"]
+
+
+def test_secrets_are_not_recorded():
+    recorded = cache_key.inputs("0.32.0", ["/v/bin/vllm"], {"VLLM_API_KEY": "s3cret", "HF_TOKEN": "t", "A": "1"},
+                                "/v", "/c")
+    assert recorded["environment"] == {"A": "1"}
