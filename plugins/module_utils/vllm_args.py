@@ -15,6 +15,8 @@ __metaclass__ = type
 
 import json
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils import releases as R
+
 # ToolParserManager / ReasoningParserManager registries of vLLM 0.33.0 (vllm/tool_parsers/__init__.py,
 # vllm/reasoning/__init__.py). Parser names are not checked by argparse, only at server start.
 TOOL_PARSERS = frozenset((
@@ -46,14 +48,8 @@ RECOMMENDED_REASONING_PARSER = {
     "deepseek": "deepseek_r1",
 }
 
-# Flags gone from vLLM 0.33 (argparse error) or harmful, with the fix.
-REMOVED_FLAGS = {
-    "--rope-theta": "vLLM reads rope_theta from config.json; for YaRN use the planner's `yarn` option",
-    "--rope-scaling": "use the planner's `yarn` option (rendered as --hf-overrides with rope_theta kept)",
-    "--swap-space": "removed in V1; offload KV with `cpu_offload_bytes` (OffloadingConnector)",
-    "--num-scheduler-steps": "removed in V1; drop it",
-    "--enable-reasoning": "removed; setting `reasoning_parser` is enough",
-}
+# Flags gone from the default release (argparse error), with the fix: releases.py; harmful flags here.
+REMOVED_FLAGS = R.REMOVED_FLAGS
 HARMFUL_FLAGS = {
     "--skip-tokenizer-init": "breaks chat serving; EOS comes from generation_config.json, drop the flag",
     "--api-key": "secrets never go into argv: set VLLM_API_KEY in the instance's environment file",

@@ -61,7 +61,7 @@ options:
         C(nvlink_islands) and C(numa_nodes) (lists of GPU indices).
       - Or a named profile C({profile, count}) with optional C(numa_nodes) and C(nvlink_islands); profiles
         C(rtx3090), C(rtx4090), C(rtx5090), C(l40s), C(a100-40gb), C(a100-80gb), C(h100), C(h200), C(b200) carry
-        the memory the driver reports (sources in C(plugins/module_utils/hardware_profiles.py)).
+        the memory the driver reports (sources in C(plugins/module_utils/gpu_families.py)).
       - Every form holds the same total in C(memory_total_bytes) - the driver's NVML total, what
         C(nvidia-smi --query-gpu=memory.total) prints and gpu_facts reports - and the planner takes the gap to
         the CUDA total vLLM sizes from off once (measured per GPU model; H200 615 MiB).
@@ -337,6 +337,7 @@ from ansible_collections.gpufleet.vllm.plugins.module_utils.plan_inputs import (
     validate_options,
 )
 from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build_plan
+from ansible_collections.gpufleet.vllm.plugins.module_utils.releases import DEFAULT_RELEASE
 
 ARGUMENT_SPEC = dict(
     model=dict(type="path", required=True),
@@ -373,7 +374,7 @@ ARGUMENT_SPEC = dict(
     tool_call_parser=dict(type="str"),
     reasoning_parser=dict(type="str"),
     extra_args=dict(type="list", elements="str", default=[]),
-    vllm_version=dict(type="str", default="0.33.0"),
+    vllm_version=dict(type="str", default=DEFAULT_RELEASE),
     platform=dict(type="str", default="cuda", choices=["cuda", "cpu"]),
 )
 

