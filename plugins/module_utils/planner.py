@@ -53,28 +53,25 @@ def _int_flag(extra_args, flag):
     return None
 
 
-def _engine_gpu(p, gpu0):
+def _engine_gpu(c):
     """What picks vLLM's scheduler defaults (engine_memory.scheduler_defaults) and the flags that override them."""
-    extra = p.get("extra_args")
-    return {"name": gpu0.get("name"), "compute_capability": gpu0.get("compute_capability"),
-            "vllm_version": p.get("vllm_version") or R.DEFAULT_RELEASE,
+    extra = c.p.get("extra_args")
+    return {"name": c.gpu0.get("name"), "compute_capability": c.gpu0.get("compute_capability"),
+            "vllm_version": c.version,
             "max_num_batched_tokens": _int_flag(extra, "--max-num-batched-tokens"), "max_num_seqs": _int_flag(extra, "--max-num-seqs"),
-            "num_speculative_tokens": int(p.get("num_speculative_tokens") or 0)}
+            "num_speculative_tokens": int(c.p.get("num_speculative_tokens") or 0)}
 
 
 def _text_config(raw_config):
     return raw_config.get("text_config") if isinstance(raw_config.get("text_config"), dict) else raw_config
 
 
-def _oom_overhead(p, cfg, raw_config, tp, mem_total):
+def _oom_overhead(c):
     """With kv_cache_memory_bytes vLLM still runs profile_run, allocates exactly that KV, then captures the CUDA
     graphs on top (both runners; the engine's own "--kv-cache-memory=N ... to fit" suggestion counts the capture):
     the runner's profile overhead + the captured graphs, bounded as engine_memory.GRAPH_CAPTURE_BOUND."""
-    eager = "--enforce-eager" in (p.get("extra_args") or [])
-    runner = em.model_runner(cfg, p.get("vllm_version") or R.DEFAULT_RELEASE, p.get("speculative_method") if p.get("num_speculative_tokens") else None,
-                             p.get("environment"))[0]
-    base = default_overhead(cfg, tp, mem_total, _text_config(raw_config), True, runner, p.get("_engine_gpu"))
-    return base + (0 if eager else em.capture_overhead(mem_total, p.get("_engine_gpu")))
+    base = default_overhead(c.cfg, c.tp, c.mem_total, _text_config(c.raw_config), True, c.runner, c.engine_gpu)
+    return base + (0 if c.eager else em.capture_overhead(c.mem_total, c.engine_gpu))
 
 
 def _oom_check(kv_bytes, weights_rank, overhead, mem_total):
@@ -147,218 +144,248 @@ def _instance_name(base, i):
     return "%s-%d" % (slug, i)
 
 
+class PlanContext(object):
+    """What the planner's steps share, worked out once: the options (after the extra_args passthrough), the
+    model, the release and the platform, then what each step adds - the layout and hardware, the GPU figures
+    and the model runner, the context length, the KV memory. A step reads it, sets its results on it and
+    appends its findings to ``findings`` (in the order they are reported)."""
+
+    def __init__(self, p, raw_config, model_path, weights_total=None, weights_source=None):
+        self.p = p
+        self.raw_config = raw_config
+        self.cfg = parse_config(raw_config)
+        self.family = model_family(self.cfg)
+        self.model_path = model_path
+        self.version = p.get("vllm_version") or R.DEFAULT_RELEASE
+        self.cpu = (p.get("platform") or "cuda") == "cpu"
+        self.weights_total, self.weights_source = weights_total, weights_source
+        self.findings = []
+        self.mm_argv = []
+        self.nodes, self.tp, self.pp, self.per_host, self.hw = 1, 1, 1, None, None       # _layout_and_hardware
+        self.gpu0, self.mem_total, self.oom_total, self.cc = {}, 0, 0, None               # _hardware_figures
+        self.kv_dtype, self.engine_gpu, self.runner, self.runner_reason = "auto", None, None, None
+        self.max_len, self.hf_overrides = None, None                                     # _context_length
+        self.weights_rank, self.available, self.estimate = None, None, None              # _kv_memory
+
+    @property
+    def ranks(self):
+        return self.tp * self.pp
+
+    @property
+    def eager(self):
+        return "--enforce-eager" in (self.p.get("extra_args") or [])
+
+
+def _hardware_figures(c):
+    """The first GPU's CUDA total (what vLLM sizes from) and capability, the KV dtype, and the model runner the
+    release uses (engine_memory.model_runner), worked out once for the memory steps."""
+    c.gpu0 = c.hw["gpus"][0] if c.hw["gpus"] else {}
+    c.mem_total = hp.cuda_total(c.gpu0.get("name"), c.gpu0.get("memory_total_bytes")) or 0
+    c.oom_total = hp.cuda_total(c.gpu0.get("name"), c.gpu0.get("memory_total_bytes"), known_only=True) or 0
+    c.cc = None if c.hw.get("assumed") else c.gpu0.get("compute_capability")
+    c.kv_dtype = c.p.get("kv_cache_dtype") or "auto"
+    c.engine_gpu = _engine_gpu(c)
+    spec = c.p.get("speculative_method") if c.p.get("num_speculative_tokens") else None
+    c.runner, c.runner_reason = em.model_runner(c.cfg, c.version, spec, c.p.get("environment"))
+
+
 def build_plan(p, raw_config, model_path, weights_total=None, weights_source=None):
     """p: the module's parameters (dict). Returns the module result (without changed).
 
-    Named steps, in the order their findings are reported: the model and its weights, the parallel layout
-    and the hardware, the heads and the KV dtype, the context length (YaRN), the KV memory per GPU, vLLM's
-    KV arithmetic, offload and demand, flags and parsers, placement, the instances' command lines."""
-    cfg = parse_config(raw_config)
-    family = model_family(cfg)
-    p, passthrough_findings = _passthrough(p)
-    weights_total, weights_source, mm_argv, findings = _model_and_weights(p, raw_config, weights_total, weights_source)
-    findings += passthrough_findings
-    version = p.get("vllm_version") or R.DEFAULT_RELEASE
-    nodes, tp, pp, per_host, hw, cpu, hf = _layout_and_hardware(p, cfg, weights_total)
-    findings += hf
-    gpu0 = hw["gpus"][0] if hw["gpus"] else {}
-    mem_total = hp.cuda_total(gpu0.get("name"), gpu0.get("memory_total_bytes")) or 0  # the CUDA total vLLM sizes from
-    cc = None if hw.get("assumed") else gpu0.get("compute_capability")
-    kv_dtype = p.get("kv_cache_dtype") or "auto"
-    findings += _head_and_dtype_findings(cfg, tp, kv_dtype, cc)
-    max_len, hf_overrides, lf = _context_length(p, cfg, raw_config)
-    findings += lf
-    p = dict(p, _oom_total=hp.cuda_total(gpu0.get("name"), gpu0.get("memory_total_bytes"), known_only=True) or 0,
-             _engine_gpu=_engine_gpu(p, gpu0))
-    weights_rank, available, estimate, mf = _kv_memory(p, cfg, raw_config, tp, pp, weights_total, mem_total)
-    findings += mf
-    cap, cf = _capacity(p, cfg, tp, pp, kv_dtype, available, max_len, cc, version, cpu, findings)
-    findings += cf
-    cap.update({"weights_bytes_total": weights_total, "weights_source": weights_source,
-                "weights_bytes_per_rank": weights_rank, "estimate": estimate})
-    findings += _fit_findings(cap, max_len, available)
-    kv_transfer, host, of = _offload_and_demand(p, cap, tp * pp)
-    findings += of
+    Named steps over one PlanContext, in the order their findings are reported: the model and its weights,
+    the parallel layout and the hardware, the heads and the KV dtype, the context length (YaRN), the KV
+    memory per GPU, vLLM's KV arithmetic, offload and demand, flags and parsers, placement, the instances'
+    command lines."""
+    c = PlanContext(p, raw_config, model_path, weights_total, weights_source)
+    passthrough_findings = _passthrough(c)
+    _model_and_weights(c)
+    c.findings += passthrough_findings
+    _layout_and_hardware(c)
+    _hardware_figures(c)
+    _head_and_dtype_findings(c)
+    _context_length(c)
+    _kv_memory(c)
+    cap = _capacity(c)
+    cap.update({"weights_bytes_total": c.weights_total, "weights_source": c.weights_source,
+                "weights_bytes_per_rank": c.weights_rank, "estimate": c.estimate})
+    c.findings += _fit_findings(cap, c.max_len, c.available)
+    kv_transfer, host = _offload_and_demand(c, cap)
     cap["host_memory"] = host
-    findings += va.check_parsers(family, p.get("tool_call_parser"), p.get("reasoning_parser"))
-    findings += va.check_extra_args(p.get("extra_args"))
-    groups, pf = _placement(p, hw, cpu, nodes, tp * pp, per_host)
-    findings += pf
+    c.findings += va.check_parsers(c.family, c.p.get("tool_call_parser"), c.p.get("reasoning_parser"))
+    c.findings += va.check_extra_args(c.p.get("extra_args"))
+    groups = _placement(c)
     # Family rules that need the placement: offload on the whole host, hybrid offload, NUMA binding.
-    findings += fam.offload_findings(cfg, p, len(groups))
-    findings += fam.speculative_findings(p) + fam.hybrid_prefix_caching_findings(cfg, p)
+    c.findings += fam.offload_findings(c.cfg, c.p, len(groups))
+    c.findings += fam.speculative_findings(c.p) + fam.hybrid_prefix_caching_findings(c.cfg, c.p)
     if host:
         host["instances_on_host"] = len(groups)
         host["pinned_bytes_all_instances"] = host["pinned_bytes_estimate"] * len(groups)
-    o = _render_options(p)
-    o.update({"tensor_parallel_size": tp, "pipeline_parallel_size": pp, "max_model_len": max_len,
-              "kv_cache_dtype": kv_dtype, "host": p.get("host") or "127.0.0.1",
-              "enable_prefix_caching": p.get("enable_prefix_caching", True)})
-    if cpu:
-        o["kv_cache_memory_bytes"] = None  # carried by VLLM_CPU_KVCACHE_SPACE (see _cpu_instance_fields)
-    argv_extras = {"hf_overrides": hf_overrides, "kv_transfer_config": kv_transfer}
-    instances = _instances(p, o, groups, hw, model_path, argv_extras, mm_argv)
-    if nodes > 1 and instances:
-        instances[0]["nodes"] = mn.node_commands(instances[0]["argv"], nodes, p.get("master_addr") or "",
-                                                 p.get("master_port") or mn.DEFAULT_MASTER_PORT)
+    instances = _instances(c, groups, {"hf_overrides": c.hf_overrides, "kv_transfer_config": kv_transfer})
+    if c.nodes > 1 and instances:
+        instances[0]["nodes"] = mn.node_commands(instances[0]["argv"], c.nodes, c.p.get("master_addr") or "",
+                                                 c.p.get("master_port") or mn.DEFAULT_MASTER_PORT)
         instances[0]["argv"] = instances[0]["nodes"][0]["argv"]
-    cap["model"] = _model_summary(cfg, family)
-    cap["platform"] = "cpu" if cpu else "cuda"
-    result = {"instances": instances, "capacity": cap, "findings": findings}
-    result["summary"] = summary(result, tp, pp)
+    cap["model"] = _model_summary(c.cfg, c.family)
+    cap["platform"] = "cpu" if c.cpu else "cuda"
+    result = {"instances": instances, "capacity": cap, "findings": c.findings}
+    result["summary"] = summary(result, c.tp, c.pp)
     return result
 
 
-def _render_options(p):
-    """The options the argv is rendered from: without the plan's own keys; a KV size extra_args carries is not
-    rendered a second time."""
-    o = dict(p)
-    o.pop("_oom_total", None)
+def _render_options(c):
+    """The options the argv is rendered from: the plan's layout and KV figures over the user's options; a KV
+    size extra_args carries is not rendered a second time."""
+    o = dict(c.p)
     if o.pop("_kv_from_extra_args", None):
         o["kv_cache_memory_bytes"] = None
+    o.update({"tensor_parallel_size": c.tp, "pipeline_parallel_size": c.pp, "max_model_len": c.max_len,
+              "kv_cache_dtype": c.kv_dtype, "host": c.p.get("host") or "127.0.0.1",
+              "enable_prefix_caching": c.p.get("enable_prefix_caching", True)})
+    if c.cpu:
+        o["kv_cache_memory_bytes"] = None  # carried by VLLM_CPU_KVCACHE_SPACE (see _cpu_instance_fields)
     return o
 
 
-def _passthrough(p):
+def _passthrough(c):
     """extra_args flags the arithmetic depends on (passthrough_flags): fill the unset options they set."""
-    overrides, findings = ptf.passthrough(p)
-    filled = dict((k, v) for k, v in overrides.items() if not p.get(k))
+    overrides, findings = ptf.passthrough(c.p)
+    filled = dict((k, v) for k, v in overrides.items() if not c.p.get(k))
     if "kv_cache_memory_bytes" in filled:
         filled["_kv_from_extra_args"] = True  # extra_args already carries it: not rendered a second time
-    return (dict(p, **filled) if filled else p), findings
-
-
-def _model_and_weights(p, raw_config, weights_total, weights_source):
-    """Family checks (model_families): windowed attention refused by name; weights exact, else estimated;
-    multimodal weights and argv; a vLLM release older than the verified rules."""
-    findings = fam.windowed_attention_findings(raw_config)
-    weights_total, weights_source, wf = fam.resolve_weights(raw_config, p.get("extra_args"), weights_total, weights_source)
-    findings += wf
-    weights_total, weights_source, wf, mm_argv = fam.multimodal_plan(raw_config, p, weights_total, weights_source)
-    findings += wf
-    weights_total, weights_source, wf = fam.mtp_head_plan(raw_config, p, weights_total, weights_source)
-    findings += wf
-    version = p.get("vllm_version") or R.DEFAULT_RELEASE
-    if kv.parse_version(version) < kv.OLDEST_VERIFIED:
-        findings.append(_f("warning", "unverified_version", "vllm_version %s is older than the rules verified here (%s to %s)"
-                           % (version, R.OLDEST_VERIFIED, R.NEWEST_VERIFIED),
-                           "plan with vllm_version %s or check the figures against the boot log" % R.DEFAULT_RELEASE))
-    return weights_total, weights_source, mm_argv, findings
-
-
-def _layout_and_hardware(p, cfg, weights_total):
-    """TP, PP and hosts (a group over several hosts, TP auto), and the GPUs: given, none (CPU), or assumed."""
-    findings = []
-    tp = p.get("tensor_parallel_size") or 1
-    pp = p.get("pipeline_parallel_size") or 1
-    hw = normalize_gpus(fam.expand_gpus(p["gpus"])) if p.get("gpus") else None
-    nodes, tp, pp, per_host, nf = _group_over_hosts(p, tp, pp, hw, cfg["num_layers"])
-    findings += nf
-    if tp == "auto":
-        tp = _auto_tp(cfg, hw, weights_total, pp)
-        findings.append(_f("info", "auto_tp", "tensor_parallel_size auto -> %d" % tp, "set it explicitly to pin it"))
-    tp, pp = int(tp), int(pp if pp != "auto" else 1)
-    cpu = (p.get("platform") or "cuda") == "cpu"
-    if cpu:
-        hw = {"gpus": [], "count": 0}
-        findings += cpu_checks(p, tp, pp)
-    if hw is None:
-        hw = normalize_gpus({"count": tp * pp, "name": "assumed", "memory_total_bytes": 0, "compute_capability": "9.0"})
-        hw["assumed"] = True
-        findings.append(_f("info", "gpus_assumed", "gpus not given: assuming exactly %d GPU(s) (TP %d x PP %d) with no memory limit" % (tp * pp, tp, pp),
-                           "pass gpus (gpu_facts result or a declared profile) to check memory and placement"))
-    return nodes, tp, pp, per_host, hw, cpu, findings
-
-
-def _head_and_dtype_findings(cfg, tp, kv_dtype, cc):
-    findings = []
-    if cfg["num_attention_heads"] % tp:
-        divisors = [d for d in (1, 2, 4, 8, 16) if cfg["num_attention_heads"] % d == 0]
-        findings.append(_f("error", "tp_not_dividing_heads",
-                           "tensor_parallel_size %d does not divide the model's %d attention heads" % (tp, cfg["num_attention_heads"]),
-                           "set tensor_parallel_size to one of %s" % divisors))
-    if not cfg.get("mla") and tp > cfg["num_kv_heads"]:
-        findings.append(_f("info", "kv_heads_replicated",
-                           "TP %d > %d KV heads: each rank holds a replica of one KV head (KV bytes per token do not shrink past TP %d)"
-                           % (tp, cfg["num_kv_heads"], cfg["num_kv_heads"]), "expected; no action needed"))
-    if kv_dtype.startswith("fp8") and cc and not F.native_fp8(kv.parse_cc(cc)):
-        findings.append(_f("warning", "fp8_kv_without_fp8_hardware",
-                           "kv_cache_dtype %s on compute capability %s: no native FP8 (A100-class); vLLM converts in software" % (kv_dtype, cc),
-                           "use kv_cache_dtype auto on sm80, or accept the slower FP8 path"))
+    if filled:
+        c.p = dict(c.p, **filled)
     return findings
 
 
-def _context_length(p, cfg, raw_config):
+def _model_and_weights(c):
+    """Family checks (model_families): windowed attention refused by name; weights exact, else estimated;
+    multimodal weights and argv; a vLLM release older than the verified rules."""
+    raw, p = c.raw_config, c.p
+    c.findings += fam.windowed_attention_findings(raw)
+    c.weights_total, c.weights_source, wf = fam.resolve_weights(raw, p.get("extra_args"), c.weights_total, c.weights_source)
+    c.findings += wf
+    c.weights_total, c.weights_source, wf, c.mm_argv = fam.multimodal_plan(raw, p, c.weights_total, c.weights_source)
+    c.findings += wf
+    c.weights_total, c.weights_source, wf = fam.mtp_head_plan(raw, p, c.weights_total, c.weights_source)
+    c.findings += wf
+    if kv.parse_version(c.version) < kv.OLDEST_VERIFIED:
+        c.findings.append(_f("warning", "unverified_version", "vllm_version %s is older than the rules verified here (%s to %s)"
+                             % (c.version, R.OLDEST_VERIFIED, R.NEWEST_VERIFIED),
+                             "plan with vllm_version %s or check the figures against the boot log" % R.DEFAULT_RELEASE))
+
+
+def _layout_and_hardware(c):
+    """TP, PP and hosts (a group over several hosts, TP auto), and the GPUs: given, none (CPU), or assumed."""
+    p = c.p
+    tp = p.get("tensor_parallel_size") or 1
+    pp = p.get("pipeline_parallel_size") or 1
+    hw = normalize_gpus(fam.expand_gpus(p["gpus"])) if p.get("gpus") else None
+    c.nodes, tp, pp, c.per_host, nf = _group_over_hosts(c, tp, pp, hw)
+    c.findings += nf
+    if tp == "auto":
+        tp = _auto_tp(c.cfg, hw, c.weights_total, pp)
+        c.findings.append(_f("info", "auto_tp", "tensor_parallel_size auto -> %d" % tp, "set it explicitly to pin it"))
+    c.tp, c.pp = int(tp), int(pp if pp != "auto" else 1)
+    if c.cpu:
+        hw = {"gpus": [], "count": 0}
+        c.findings += cpu_checks(p, c.tp, c.pp)
+    if hw is None:
+        hw = normalize_gpus({"count": c.ranks, "name": "assumed", "memory_total_bytes": 0, "compute_capability": "9.0"})
+        hw["assumed"] = True
+        c.findings.append(_f("info", "gpus_assumed", "gpus not given: assuming exactly %d GPU(s) (TP %d x PP %d) with no memory limit"
+                             % (c.ranks, c.tp, c.pp),
+                             "pass gpus (gpu_facts result or a declared profile) to check memory and placement"))
+    c.hw = hw
+
+
+def _head_and_dtype_findings(c):
+    cfg, tp, kv_dtype, cc = c.cfg, c.tp, c.kv_dtype, c.cc
+    if cfg["num_attention_heads"] % tp:
+        divisors = [d for d in (1, 2, 4, 8, 16) if cfg["num_attention_heads"] % d == 0]
+        c.findings.append(_f("error", "tp_not_dividing_heads",
+                             "tensor_parallel_size %d does not divide the model's %d attention heads" % (tp, cfg["num_attention_heads"]),
+                             "set tensor_parallel_size to one of %s" % divisors))
+    if not cfg.get("mla") and tp > cfg["num_kv_heads"]:
+        c.findings.append(_f("info", "kv_heads_replicated",
+                             "TP %d > %d KV heads: each rank holds a replica of one KV head (KV bytes per token do not shrink past TP %d)"
+                             % (tp, cfg["num_kv_heads"], cfg["num_kv_heads"]), "expected; no action needed"))
+    if kv_dtype.startswith("fp8") and cc and not F.native_fp8(kv.parse_cc(cc)):
+        c.findings.append(_f("warning", "fp8_kv_without_fp8_hardware",
+                             "kv_cache_dtype %s on compute capability %s: no native FP8 (A100-class); vLLM converts in software" % (kv_dtype, cc),
+                             "use kv_cache_dtype auto on sm80, or accept the slower FP8 path"))
+
+
+def _context_length(c):
     """max_model_len against the model's limit, extended by YaRN (hf_overrides keeping rope_theta)."""
-    findings = []
+    cfg = c.cfg
     limit = cfg.get("max_position_embeddings")
-    max_len = p.get("max_model_len") or limit
-    hf_overrides = None
-    yarn = p.get("yarn")
+    max_len = c.p.get("max_model_len") or limit
+    yarn = c.p.get("yarn")
     if yarn:
         if cfg.get("rope_theta") is None:
-            findings.append(_f("error", "yarn_without_rope_theta",
-                               "yarn is set but the model config has no rope_theta to keep: overriding rope_parameters without it drops the checkpoint's theta",
-                               "use a config.json that carries rope_theta (rope_parameters.rope_theta or rope_theta)"))
+            c.findings.append(_f("error", "yarn_without_rope_theta",
+                                 "yarn is set but the model config has no rope_theta to keep: overriding rope_parameters "
+                                 "without it drops the checkpoint's theta",
+                                 "use a config.json that carries rope_theta (rope_parameters.rope_theta or rope_theta)"))
         orig = int(yarn.get("original_max_position_embeddings") or limit)
         new_limit = int(float(yarn["factor"]) * orig)
         if cfg.get("rope_theta") is not None:
-            hf_overrides = va.yarn_overrides(cfg, raw_config, yarn["factor"], orig, new_limit)
+            c.hf_overrides = va.yarn_overrides(cfg, c.raw_config, yarn["factor"], orig, new_limit)
         limit = new_limit
     if limit and max_len > limit:
-        findings.append(_f("error", "max_model_len_above_limit",
-                           "max_model_len %d is above the model's limit %d (max_position_embeddings%s)" % (max_len, limit, " x YaRN" if yarn else ""),
-                           "lower max_model_len to %d or set yarn {factor, original_max_position_embeddings} (a factor of %.2f or more)"
-                           % (limit, max_len / float(cfg.get("max_position_embeddings") or limit))))
-    return max_len, hf_overrides, findings
+        c.findings.append(_f("error", "max_model_len_above_limit",
+                             "max_model_len %d is above the model's limit %d (max_position_embeddings%s)" % (max_len, limit, " x YaRN" if yarn else ""),
+                             "lower max_model_len to %d or set yarn {factor, original_max_position_embeddings} (a factor of %.2f or more)"
+                             % (limit, max_len / float(cfg.get("max_position_embeddings") or limit))))
+    c.max_len = max_len
 
 
-def _kv_memory(p, cfg, raw_config, tp, pp, weights_total, mem_total):
+def _kv_memory(c):
     """Weights per rank and the KV memory per GPU: given (kv_cache_memory_bytes, OOM-checked), estimated from
-    gpu_memory_utilization, or unknown. Returns (weights_rank, available, estimate, findings)."""
-    findings = []
-    weights_rank = kv.cdiv(int(weights_total), tp * pp) if weights_total is not None else None
+    gpu_memory_utilization, or unknown. Sets weights_rank, available and estimate."""
+    p, mem_total = c.p, c.mem_total
+    c.weights_rank = weights_rank = kv.cdiv(int(c.weights_total), c.ranks) if c.weights_total is not None else None
     kv_bytes = p.get("kv_cache_memory_bytes")
     if kv_bytes:
         if mem_total and weights_rank is not None:
-            overhead = p.get("memory_overhead_bytes") or _oom_overhead(p, cfg, raw_config, tp, mem_total)
-            findings += _oom_check(int(kv_bytes), weights_rank, overhead, p.get("_oom_total") or mem_total)
-        return weights_rank, int(kv_bytes), None, findings
+            overhead = p.get("memory_overhead_bytes") or _oom_overhead(c)
+            c.findings += _oom_check(int(kv_bytes), weights_rank, overhead, c.oom_total or mem_total)
+        c.available = int(kv_bytes)
+        return
     if not (mem_total and weights_rank is not None):
-        findings.append(_f("warning", "no_kv_figures",
-                           "no kv_cache_memory_bytes and no GPU memory/weights figures: KV tokens and concurrency are not computed",
-                           "set kv_cache_memory_bytes (per GPU) or give gpus plus a model directory with safetensors"))
-        return weights_rank, None, None, findings
+        c.findings.append(_f("warning", "no_kv_figures",
+                             "no kv_cache_memory_bytes and no GPU memory/weights figures: KV tokens and concurrency are not computed",
+                             "set kv_cache_memory_bytes (per GPU) or give gpus plus a model directory with safetensors"))
+        return
     util = p.get("gpu_memory_utilization")
     u = util if util is not None else 0.92
-    overhead, weights_kv, estimate, cf = _overhead(p, cfg, raw_config, tp, mem_total, weights_rank)
-    findings += cf
+    overhead, weights_kv, estimate, cf = _overhead(c)
+    c.findings += cf
     requested = int(math.ceil(u * mem_total))
     available = requested - weights_kv - overhead
     estimate.update({"requested_bytes": requested, "weights_bytes_per_rank": weights_kv, "overhead_bytes": overhead})
-    findings.append(_f("info", "kv_estimate",
-                       "KV memory is an estimate: %.2f GiB = %.2f x %.2f GiB - weights %.2f GiB - overhead %.2f GiB"
-                       " (activation peak, CUDA graphs, non-torch)"
-                       % (available / GIB, u, mem_total / GIB, weights_rank / GIB, overhead / GIB),
-                       "set kv_cache_memory_bytes for exact figures, or calibrate memory_overhead_bytes from the boot log"))
+    c.findings.append(_f("info", "kv_estimate",
+                         "KV memory is an estimate: %.2f GiB = %.2f x %.2f GiB - weights %.2f GiB - overhead %.2f GiB"
+                         " (activation peak, CUDA graphs, non-torch)"
+                         % (available / GIB, u, mem_total / GIB, weights_rank / GIB, overhead / GIB),
+                         "set kv_cache_memory_bytes for exact figures, or calibrate memory_overhead_bytes from the boot log"))
     if available <= 0:
-        findings.append(_f("error", "no_kv_memory", "weights and overhead leave no KV memory on each GPU",
-                           "raise tensor_parallel_size or gpu_memory_utilization, or use a smaller/quantized checkpoint"))
+        c.findings.append(_f("error", "no_kv_memory", "weights and overhead leave no KV memory on each GPU",
+                             "raise tensor_parallel_size or gpu_memory_utilization, or use a smaller/quantized checkpoint"))
         available = None
-    return weights_rank, available, estimate, findings
+    c.available, c.estimate = available, estimate
 
 
-def _overhead(p, cfg, raw_config, tp, mem_total, weights_rank):
+def _overhead(c):
     """(overhead, weights as the engine counts them, estimate fields, findings): from an engine's boot log
     (calibration_log), memory_overhead_bytes, or the model of the runner the release uses."""
-    runner, reason = em.model_runner(cfg, p.get("vllm_version") or R.DEFAULT_RELEASE, p.get("speculative_method") if p.get("num_speculative_tokens") else None,
-                                     p.get("environment"))
-    est = {"model_runner": runner, "model_runner_reason": reason}
+    p = c.p
+    est = {"model_runner": c.runner, "model_runner_reason": c.runner_reason}
     if p.get("calibration_log"):
         try:
             cal = em.calibration_from_log(p["calibration_log"])
         except em.CalibrationError as exc:
-            return 0, weights_rank, est, [_f("error", "calibration_log_unusable", str(exc), "give the whole boot log of one engine")]
+            return 0, c.weights_rank, est, [_f("error", "calibration_log_unusable", str(exc), "give the whole boot log of one engine")]
         est.update(calibrated=True, calibration=cal)
         terms = tuple(cal[k] / GIB for k in ("weights_bytes", "activation_bytes", "non_torch_bytes", "cudagraph_bytes"))
         found = _f("info", "kv_calibrated",
@@ -366,31 +393,30 @@ def _overhead(p, cfg, raw_config, tp, mem_total, weights_rank):
                    % terms + " (%s runner)" % cal["runner"],
                    "re-calibrate after changing the model, TP, max_num_seqs, max_num_batched_tokens or the vLLM release")
         return em.calibrated_overhead(cal), em.calibrated_weights(cal), est, [found]
-    eager = "--enforce-eager" in (p.get("extra_args") or [])
-    overhead = p.get("memory_overhead_bytes") or default_overhead(cfg, tp, mem_total, _text_config(raw_config), eager, runner,
-                                                                  p.get("_engine_gpu"))
-    return overhead, weights_rank, est, []
+    overhead = p.get("memory_overhead_bytes") or default_overhead(c.cfg, c.tp, c.mem_total, _text_config(c.raw_config), c.eager,
+                                                                  c.runner, c.engine_gpu)
+    return overhead, c.weights_rank, est, []
 
 
-def _capacity(p, cfg, tp, pp, kv_dtype, available, max_len, cc, version, cpu, earlier_findings):
+def _capacity(c):
     """vLLM's KV arithmetic (kv_capacity.size_kv_cache) for this layout; empty figures when it cannot run."""
-    findings = []
+    p = c.p
     try:
-        plan_cfg, plan_dtype, ptf = fam.per_token_head_plan(cfg, kv_dtype)
-        findings += ptf
-        cap = kv.size_kv_cache(plan_cfg, tp=tp, pp=pp, kv_cache_dtype=plan_dtype, available_bytes=available, max_model_len=max_len,
-                               enable_prefix_caching=p.get("enable_prefix_caching", True),
-                               num_speculative_tokens=p.get("num_speculative_tokens") or 0,
-                               speculative_method=p.get("speculative_method"), compute_capability=cc, vllm_version=version,
-                               block_size=p.get("block_size"), platform="cpu" if cpu else "cuda")
+        plan_cfg, plan_dtype, ptf_findings = fam.per_token_head_plan(c.cfg, c.kv_dtype)
+        c.findings += ptf_findings
+        return kv.size_kv_cache(plan_cfg, tp=c.tp, pp=c.pp, kv_cache_dtype=plan_dtype, available_bytes=c.available,
+                                max_model_len=c.max_len, enable_prefix_caching=p.get("enable_prefix_caching", True),
+                                num_speculative_tokens=p.get("num_speculative_tokens") or 0,
+                                speculative_method=p.get("speculative_method"), compute_capability=c.cc, vllm_version=c.version,
+                                block_size=p.get("block_size"), platform="cpu" if c.cpu else "cuda")
     except kv.CapacityError as exc:
-        if not any(f["code"] == "tp_not_dividing_heads" for f in earlier_findings + findings):
-            findings.append(_f("error", "capacity_not_computed", str(exc), "fix the option the message names"))
+        if not any(f["code"] == "tp_not_dividing_heads" for f in c.findings):
+            c.findings.append(_f("error", "capacity_not_computed", str(exc), "fix the option the message names"))
         cap = dict((k, None) for k in ("block_size", "num_blocks", "kv_cache_tokens", "kv_pool_tokens", "max_concurrency",
                                        "fits", "max_model_len_that_fits", "log_line", "available_kv_bytes",
                                        "kv_bytes_per_token_per_rank", "kv_bytes_needed_per_request"))
         cap["rules"] = []
-    return cap, findings
+        return cap
 
 
 def _fit_findings(cap, max_len, available):
@@ -403,25 +429,31 @@ def _fit_findings(cap, max_len, available):
                "set max_model_len <= %d, raise kv_cache_memory_bytes, or raise tensor_parallel_size" % cap["max_model_len_that_fits"])]
 
 
-def _placement(p, hw, cpu, nodes, ranks, per_host):
+def _placement(c):
     """The GPU groups of the instances (one host's share of a multi-host group), NUMA unknown as None."""
-    if cpu:
-        return [None], []
-    groups, pf = place(hw, min(per_host or ranks, hw["count"]), 1) if nodes > 1 else place(hw, ranks, p.get("instances") or "auto")
+    if c.cpu:
+        return [None]
+    hw = c.hw
+    if c.nodes > 1:
+        groups, pf = place(hw, min(c.per_host or c.ranks, hw["count"]), 1)
+    else:
+        groups, pf = place(hw, c.ranks, c.p.get("instances") or "auto")
     for grp in groups:
         if grp["numa_node"] is not None and grp["numa_node"] < 0:
             grp["numa_node"] = None  # sysfs reports -1 for "no NUMA information"
-    return groups, pf + _numa_findings(groups, hw)
+    c.findings += pf + _numa_findings(groups, hw)
+    return groups
 
 
-def _instances(p, o, groups, hw, model_path, argv_extras, mm_argv):
+def _instances(c, groups, argv_extras):
     """One instance per group: its GPUs (or the CPU fields), port and the rendered argv."""
+    p, o = c.p, _render_options(c)
     instances = []
     base_port = p.get("port_base") or 8000
     for i, grp in enumerate(groups):
         port = base_port + i
         name = _instance_name(p.get("served_model_name"), i)
-        argv = va.render_argv(model_path, o, port=port, **argv_extras)
+        argv = va.render_argv(c.model_path, o, port=port, **argv_extras)
         if grp is None:  # the CPU build
             instances.append(dict(_cpu_instance_fields(p), name=name, port=port, argv=argv))
             continue
@@ -433,7 +465,7 @@ def _instances(p, o, groups, hw, model_path, argv_extras, mm_argv):
             "cpus": grp["cpus"],
             "locality": grp["locality"],
             "port": port,
-            "argv": fam.merge_speculative_config(argv + mm_argv + fam.numa_bind_args(grp, hw), p.get("speculative_config")),
+            "argv": fam.merge_speculative_config(argv + c.mm_argv + fam.numa_bind_args(grp, c.hw), p.get("speculative_config")),
         })
     return instances
 
@@ -445,37 +477,37 @@ def _model_summary(cfg, family):
             "head_dim": cfg["head_dim"], "max_position_embeddings": cfg["max_position_embeddings"]}
 
 
-def _offload_and_demand(p, cap, ranks):
+def _offload_and_demand(c, cap):
     """KV offload to CPU (its transfer config, host memory) and whether the expected demand fits the GPU pool."""
-    findings = []
+    p = c.p
     kv_transfer = None
     host = None
     off = p.get("cpu_offload_bytes")
-    findings += offload_option_findings(p)
+    c.findings += offload_option_findings(p)
     if off:
         kv_transfer = va.offload_transfer_config(off, p.get("cpu_offload_eviction_policy") or "lru")
         if p.get("cpu_offload_prompt_only") is not None:
             kv_transfer["kv_connector_extra_config"]["offload_prompt_only"] = bool(p["cpu_offload_prompt_only"])
         host = {"cpu_offload_bytes": int(off), "pinned_bytes_estimate": int(off * 1.9),
                 "dev_shm_bytes": int(off * 1.9), "memlock_bytes": int(off * 1.9)}
-        findings.append(_f("info", "offload_host_memory",
-                           "KV offload pins host memory: about %.1f GiB (1.9 x %.1f GiB) as shared memory" % (off * 1.9 / GIB, off / GIB),
-                           "size /dev/shm and the memlock limit for it (host_tuning role)"))
+        c.findings.append(_f("info", "offload_host_memory",
+                             "KV offload pins host memory: about %.1f GiB (1.9 x %.1f GiB) as shared memory" % (off * 1.9 / GIB, off / GIB),
+                             "size /dev/shm and the memlock limit for it (host_tuning role)"))
     prompt = p.get("expected_prompt_tokens")
     conc = p.get("expected_concurrency") or 1
     if prompt and cap["kv_pool_tokens"] is not None:
         holds = kv.pool_tokens_for(cap, prompt)
-        need = kv.offload_needs(cap["kv_bytes_per_token_per_rank"], ranks, holds, prompt, conc)
+        need = kv.offload_needs(cap["kv_bytes_per_token_per_rank"], c.ranks, holds, prompt, conc)
         cap["offload"] = need
         state = kv.demand_blocks(cap, prompt)[1]
         if need["tokens_beyond_gpu"] and (not off or off < need["cpu_bytes_to_use"]):
-            findings.append(_f("warning", "demand_exceeds_gpu_kv",
-                               "%d concurrent prompts of %d tokens need %d tokens of KV; the GPU pool holds %d%s"
-                               % (conc, prompt, prompt * conc, holds, " of them (each request also takes %d state blocks of "
-                                  "its linear-attention layers: %d requests fit)" % (state, holds // prompt) if state else ""),
-                               "set cpu_offload_bytes >= %d (%.1f GiB, all ranks) or lower expected_concurrency"
-                               % (need["cpu_bytes_to_use"], need["cpu_bytes_to_use"] / GIB)))
-    return kv_transfer, host, findings
+            c.findings.append(_f("warning", "demand_exceeds_gpu_kv",
+                                 "%d concurrent prompts of %d tokens need %d tokens of KV; the GPU pool holds %d%s"
+                                 % (conc, prompt, prompt * conc, holds, " of them (each request also takes %d state blocks of "
+                                    "its linear-attention layers: %d requests fit)" % (state, holds // prompt) if state else ""),
+                                 "set cpu_offload_bytes >= %d (%.1f GiB, all ranks) or lower expected_concurrency"
+                                 % (need["cpu_bytes_to_use"], need["cpu_bytes_to_use"] / GIB)))
+    return kv_transfer, host
 
 
 # OffloadingConnector options per release: releases.OFFLOAD_OPTIONS.
@@ -502,16 +534,16 @@ def offload_option_findings(p):
     return []
 
 
-def _group_over_hosts(p, tp, pp, hw, num_layers):
+def _group_over_hosts(c, tp, pp, hw):
     """nodes > 1: one instance over several identical hosts (gpus describes one of them); multinode.py."""
+    p = c.p
     nodes = int(p.get("nodes") or 1)
     if nodes <= 1:
         return nodes, tp, pp, None, []
     # The CPU build runs one rank per host here (gpus_per_host 1): TP 1 x PP nodes by default.
-    cpu = (p.get("platform") or "cuda") == "cpu"
     # Unset sizes mean vLLM's documented layout (TP = GPUs per host, PP = hosts), not the single-host 1 x 1.
     tp, pp = p.get("tensor_parallel_size"), p.get("pipeline_parallel_size")
-    tp, pp, per_host, findings = mn.group_shape(nodes, tp, pp, 1 if cpu else (hw["count"] if hw else 0), num_layers)
+    tp, pp, per_host, findings = mn.group_shape(nodes, tp, pp, 1 if c.cpu else (hw["count"] if hw else 0), c.cfg["num_layers"])
     return nodes, tp, pp, per_host, findings + mn.mig_findings(hw["gpus"] if hw else []) + _multinode_option_findings(p)
 
 
