@@ -48,8 +48,7 @@ from ansible_collections.gpufleet.vllm.plugins.module_utils import releases as R
 
 GIB = kv.GIB
 
-# Runner per family and release: releases.RUNNER_RULES.
-RUNNER_RULES = R.RUNNER_RULES
+# Runner per family and release: releases.RUNNER_RULES (read at call time: the table is the one copy).
 DEFAULT_V2_MOE_ARCHITECTURES = ("DeepseekV2ForCausalLM", "GraniteMoeForCausalLM", "InklingForCausalLM",
                                 "InklingForConditionalGeneration", "LongcatFlashNgramForCausalLM", "Qwen2MoeForCausalLM")
 V1_ONLY_SPECULATIVE = ("ngram", "ngram_gpu")
@@ -70,7 +69,7 @@ def model_runner(cfg, vllm_version, speculative_method=None, environment=None):
     if forced in ("0", "false", "1", "true"):
         return ("v2" if forced in ("1", "true") else "v1"), "VLLM_USE_V2_MODEL_RUNNER=%s in the environment" % forced
     version = kv.parse_version(vllm_version)
-    since, table, source = R.rule_for(RUNNER_RULES, version)
+    since, table, source = R.rule_for(R.RUNNER_RULES, version)
     family = runner_family(cfg)
     if speculative_method in V1_ONLY_SPECULATIVE:
         return "v1", "%s speculative decoding runs on V1 (%s)" % (speculative_method, source)
@@ -78,19 +77,17 @@ def model_runner(cfg, vllm_version, speculative_method=None, environment=None):
 
 
 # Scheduler defaults per release and GPU class: releases.SCHEDULER_RULES.
-SCHEDULER_RULES = R.SCHEDULER_RULES
-SMALL_GPU_DEFAULTS = R.SMALL_GPU_SCHEDULER_DEFAULTS
 
 
 def scheduler_defaults(memory_total, gpu_name=None, vllm_version="0.26.0", compute_capability=None):
     """(max_num_batched_tokens, max_num_seqs) vLLM's OpenAI server picks for this GPU (memory_total: the CUDA total)."""
-    tiers = R.rule_for(SCHEDULER_RULES, vllm_version or "0.26.0")[1]
+    tiers = R.rule_for(R.SCHEDULER_RULES, vllm_version or "0.26.0")[1]
     name = str(gpu_name or "").lower()
     cc = kv.parse_cc(compute_capability) if compute_capability else None
     for min_gib, names, cc_out, defaults in tiers:
         if (memory_total or 0) >= min_gib * GIB and not any(n in name for n in names) and not (cc_out and cc == cc_out):
             return defaults
-    return SMALL_GPU_DEFAULTS
+    return R.SMALL_GPU_SCHEDULER_DEFAULTS
 
 
 # Bytes per logit of the sampler warm-up in ``profile_run`` (``_dummy_sampler_run`` over

@@ -19,11 +19,9 @@ __metaclass__ = type
 from ansible_collections.gpufleet.vllm.plugins.module_utils import gpu_families as F
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
 
-# The products and their CUDA gaps: the one table of GPUs (gpu_families.py).
+# The products and their CUDA gaps: the one table of GPUs (gpu_families.py, read at call time).
 MIB = F.MIB
 PROFILES = F.PROFILES
-CUDA_GAPS = F.CUDA_GAPS
-DEFAULT_CUDA_GAP = F.DEFAULT_CUDA_GAP
 
 
 def cuda_total(name, nvml_total_bytes, known_only=False):
@@ -31,7 +29,7 @@ def cuda_total(name, nvml_total_bytes, known_only=False):
     ``known_only``: only a measured gap (an error such as the OOM check must not rest on the assumed one)."""
     if not nvml_total_bytes:
         return nvml_total_bytes
-    return int(nvml_total_bytes) - CUDA_GAPS.get(str(name or ""), 0 if known_only else DEFAULT_CUDA_GAP)
+    return int(nvml_total_bytes) - F.CUDA_GAPS.get(str(name or ""), 0 if known_only else F.DEFAULT_CUDA_GAP)
 
 
 class ProfileError(UserError, ValueError):
@@ -41,12 +39,12 @@ class ProfileError(UserError, ValueError):
 def hardware_profile(name, count, numa_nodes=None, nvlink_islands=None):
     """A vllm_plan ``gpus`` declaration for ``count`` GPUs of the named profile."""
     key = str(name).lower().replace(" ", "").replace("_", "-")
-    if key not in PROFILES:
+    if key not in F.PROFILES:
         raise ProfileError("unknown GPU profile %r: use one of %s, or declare gpus {count, name, memory_total_bytes, "
-                           "compute_capability} yourself" % (name, ", ".join(sorted(PROFILES))))
+                           "compute_capability} yourself" % (name, ", ".join(sorted(F.PROFILES))))
     if int(count) < 1:
         raise ProfileError("gpu count must be >= 1, got %r" % count)
-    prof = PROFILES[key]
+    prof = F.PROFILES[key]
     out = {"count": int(count), "name": prof["name"], "memory_total_bytes": prof["memory_total_bytes"],
            "compute_capability": prof["compute_capability"], "nvlink_islands": nvlink_islands or [],
            "numa_nodes": numa_nodes or [list(range(int(count)))]}

@@ -264,18 +264,17 @@ def per_token_head_plan(cfg, kv_dtype):
 
 
 # vLLM's prefix-caching default for hybrid (linear-attention) generate models per release: releases.py.
-HYBRID_PREFIX_DEFAULTS = R.HYBRID_PREFIX_DEFAULTS
 
 
 def hybrid_prefix_caching_findings(cfg, p):
     """For a hybrid model: which prefix-caching default the release has, and that the plan renders the flag."""
     if not cfg.get("linear"):
         return []
-    rule = R.rule_for(HYBRID_PREFIX_DEFAULTS, p.get("vllm_version"))
+    rule = R.rule_for(R.HYBRID_PREFIX_DEFAULTS, p.get("vllm_version"))
     planned = p.get("enable_prefix_caching", True)
     flag = "--enable-prefix-caching" if planned else "--no-enable-prefix-caching"
     if not rule:
-        default = "not read for vLLM %s (known from %s)" % (p.get("vllm_version"), R.version_text(HYBRID_PREFIX_DEFAULTS[0][0]))
+        default = "not read for vLLM %s (known from %s)" % (p.get("vllm_version"), R.version_text(R.HYBRID_PREFIX_DEFAULTS[0][0]))
     else:
         default = "%s by default (%s)" % ("on" if rule[1] else "off", rule[2])
     return [_finding("info", "hybrid_prefix_caching_default",

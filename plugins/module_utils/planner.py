@@ -510,10 +510,6 @@ def _offload_and_demand(c, cap):
     return kv_transfer, host
 
 
-# OffloadingConnector options per release: releases.OFFLOAD_OPTIONS.
-OFFLOAD_OPTIONS = R.OFFLOAD_OPTIONS
-
-
 def offload_option_findings(p):
     """eviction_policy / offload_prompt_only: rendered where the installed release accepts them, else refused."""
     policy, prompt_only = p.get("cpu_offload_eviction_policy") or "lru", p.get("cpu_offload_prompt_only")
@@ -522,8 +518,8 @@ def offload_option_findings(p):
     if not p.get("cpu_offload_bytes"):
         return [_f("error", "offload_option_without_offload", "cpu_offload_eviction_policy / cpu_offload_prompt_only are set without cpu_offload_bytes",
                    "set cpu_offload_bytes, or drop the offload options")]
-    rule = R.rule_for(OFFLOAD_OPTIONS, p.get("vllm_version"))
-    first = R.version_text(OFFLOAD_OPTIONS[0][0])
+    rule = R.rule_for(R.OFFLOAD_OPTIONS, p.get("vllm_version"))
+    first = R.version_text(R.OFFLOAD_OPTIONS[0][0])
     if not rule:
         return [_f("error", "offload_option_unverified", "cpu_offload_eviction_policy %s / cpu_offload_prompt_only %s: the OffloadingConnector "
                    "of vLLM %s was not read here (its options are known from %s)" % (policy, prompt_only, p.get("vllm_version"), first),

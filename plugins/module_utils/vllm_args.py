@@ -48,8 +48,8 @@ RECOMMENDED_REASONING_PARSER = {
     "deepseek": "deepseek_r1",
 }
 
-# Flags gone from the default release (argparse error), with the fix: releases.py; harmful flags here.
-REMOVED_FLAGS = R.REMOVED_FLAGS
+# Flags gone from the default release (argparse error), with the fix: releases.REMOVED_FLAGS; harmful flags here.
+REMOVED_FLAGS = R.REMOVED_FLAGS   # the same dict (tests/functional/test_vllm_argv_real_parser.py reads va.REMOVED_FLAGS)
 HARMFUL_FLAGS = {
     "--skip-tokenizer-init": "breaks chat serving; EOS comes from generation_config.json, drop the flag",
     "--api-key": "secrets never go into argv: set VLLM_API_KEY in the instance's environment file",
