@@ -57,7 +57,7 @@ def repeat_figures(points, key, gpus):
 
 def score_candidate(measured, slo, noise_pct):
     """Figures of one measured candidate: {id, status, score, low, high, repeats, ...}."""
-    key, _ = metric(slo)
+    key = metric(slo)[0]
     out = dict(id=measured["id"], label=measured.get("label", measured["id"]), status=measured.get("status"),
                reason=measured.get("reason", ""), repeats=len(measured.get("runs") or []), planned=measured.get("planned") or {})
     if measured.get("status") != "measured" or not measured.get("runs"):

@@ -1,0 +1,244 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: vllm_tune
+short_description: Tune vLLM by measurement - the candidate grid, pruning by the plan, scoring and the winner
+version_added: 0.4.0
+description:
+  - The pure steps of C(playbooks/tune.yml), which launches the candidates through the vllm role and measures them
+    with the bench role between these steps. Meant for the controller (C(delegate_to) V(localhost)).
+  - O(run=expand) checks O(grid) (or builds the default grid), expands it with the cap O(max_candidates) (an error
+    above it) with V(defaults) first, gives each candidate its serving profile, checks the workloads, and computes the
+    inputs hash; with O(previous_vars) recording that hash it says the tune is already done.
+  - O(run=prune) turns each candidate's plan (the registered results of M(gpufleet.vllm.vllm_plan), in the order of
+    the candidates) into a verdict - V(launch), or V(skipped) with the planner's reason (a refusal, or a planned
+    concurrency at the workload's longest request below O(concurrency)). Skipped candidates are never started.
+  - O(run=score) reads each measured candidate's bench C(results.json) files, scores goodput under O(slo) (median of
+    repeats, ranges widened by O(noise_pct)), decides the winner (applied only beyond noise of the defaults), the
+    Pareto set (output tokens/s per GPU vs per-request tokens/s), the launch counts (failed and out-of-memory launches
+    among the candidates the planner passed), and writes C(report.md), C(results.json) and C(pareto.png) into a new
+    folder under O(results_dir). It returns the text of the winner variables file.
+author:
+  - gpufleet.vllm maintainers (@gpufleet)
+options:
+  run:
+    description: The step.
+    type: str
+    required: true
+    choices: [expand, prune, score]
+  base_profile:
+    description: The serving profile the candidates vary (options of M(gpufleet.vllm.vllm_plan)).
+    type: dict
+    default: {}
+  grid:
+    description:
+      - C(tune_grid) - knob to list of values, V(null) meaning vLLM's default. Knobs C(max_num_batched_tokens),
+        C(max_num_seqs), C(enable_prefix_caching), C(kv_cache_dtype), C(num_speculative_tokens) (models with MTP
+        layers), C(layout) (C({tensor_parallel_size, instances})), C(extra_args) (lists of pass-through flags).
+      - Empty - the default grid (scheduler budgets; MTP tokens where the model has them; on multi-GPU hosts the layouts).
+    type: dict
+    default: {}
+  max_candidates:
+    description: The most candidates (defaults included) an expansion may give.
+    type: int
+    default: 16
+  model_config:
+    description: The model's C(config.json) (for MTP); O(run=expand).
+    type: dict
+    default: {}
+  workloads:
+    description: The tune workloads (C(gpufleet_workloads) entries, usually one mix of long and short prompts).
+    type: list
+    elements: dict
+    default: []
+  concurrency:
+    description: The concurrency the winner must hold; 0 - the highest of the workloads' sweeps.
+    type: int
+    default: 0
+  slo:
+    description: The SLO (C(gpufleet_slo)); C(goodput_*_ms) keys make the score vLLM's C(request_goodput).
+    type: dict
+    default: {}
+  repeats:
+    description: Benchmark runs per candidate (hashed with the inputs; the playbook runs them).
+    type: int
+    default: 3
+  noise_pct:
+    description: Each candidate's score range is widened by this much on each side before ranges are compared.
+    type: float
+    default: 5.0
+  vllm_version:
+    description: The vLLM version that serves (recorded with the winner).
+    type: str
+    default: unknown
+  gpu_type:
+    description: The GPU type (name) the candidates run on, or V(cpu).
+    type: str
+    default: unknown
+  vars_name:
+    description: The variable the winner file defines.
+    type: str
+    default: vllm_tuned
+  previous_vars:
+    description: The winner file already on the controller, parsed (O(run=expand) skips a tune of the same inputs).
+    type: dict
+    default: {}
+  candidates:
+    description: O(run=prune) - the candidates O(run=expand) returned.
+    type: list
+    elements: dict
+    default: []
+  plans:
+    description: O(run=prune) - one registered M(gpufleet.vllm.vllm_plan) result per candidate, same order.
+    type: list
+    elements: dict
+    default: []
+  measured:
+    description:
+      - O(run=score) - every candidate's outcome - C(id), C(label), C(status) (V(measured), V(failed), V(skipped)),
+        C(reason), C(planned), C(gpus), C(results_json) (the bench reports' C(results.json) paths, one per repeat).
+    type: list
+    elements: dict
+    default: []
+  results_dir:
+    description: O(run=score) - where the report folder goes.
+    type: path
+  host:
+    description: O(run=score) - the tuned host (or group) name.
+    type: str
+    default: host
+  plan_hash:
+    description: O(run=score) - the plan hash of the base profile (recorded with the winner).
+    type: str
+    default: unknown
+  inputs_hash:
+    description: O(run=score) - the inputs hash O(run=expand) returned (recorded with the winner).
+    type: str
+    default: unknown
+attributes:
+  check_mode:
+    description: Every step computes; in check mode O(run=score) writes no report.
+    support: full
+  diff_mode:
+    description: Nothing on a host changes; the playbook's copy of the winner file shows its diff.
+    support: none
+"""
+
+EXAMPLES = r"""
+- name: Expand the grid
+  gpufleet.vllm.vllm_tune:
+    run: expand
+    base_profile: {model: /srv/models/Qwen3-8B, max_model_len: 131072}
+    grid: {max_num_batched_tokens: [null, 4096, 16384], extra_args: [[], [--block-size, "32"]]}
+    workloads: [{name: mix, input_len: 65536, range_ratio: 0.5, output_len: 256, num_prompts: 32, concurrency: [8]}]
+  delegate_to: localhost
+  register: tune
+
+- name: Score the measured candidates and write the report
+  gpufleet.vllm.vllm_tune:
+    run: score
+    measured: "{{ tune_measured }}"
+    slo: {goodput_ttft_ms: 10000, goodput_tpot_ms: 100}
+    results_dir: "{{ lookup('ansible.builtin.env', 'HOME') }}/.cache/gpufleet-vllm/tune-results"
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+candidates:
+  description: O(run=expand) - C({id, label, overrides, profile}), V(defaults) first; O(run=score) - the scored candidates.
+  returned: success
+  type: list
+  elements: dict
+workloads:
+  description: O(run=expand) - the workloads, checked and with their defaults filled.
+  returned: run=expand
+  type: list
+  elements: dict
+concurrency:
+  description: O(run=expand) - the requested concurrency; C(request_tokens) the longest request of the workloads.
+  returned: run=expand
+  type: int
+inputs_hash:
+  description: O(run=expand) - 12 hex digits over the inputs; C(already_tuned) is true when O(previous_vars) has it.
+  returned: run=expand
+  type: str
+verdicts:
+  description:
+    - O(run=prune) - C({id, label, status, reason, planned}) per candidate; C(launch) lists those to start, C(skipped)
+      the others, C(plan_hash) the plan hash of the defaults candidate (the base profile).
+  returned: run=prune
+  type: list
+  elements: dict
+decision:
+  description: O(run=score) - C(winner), C(apply) (beats defaults beyond noise), C(reason), C(best), C(within_noise_of_best).
+  returned: run=score
+  type: dict
+counts:
+  description: O(run=score) - C(planner_passed), C(failed_launches), C(oom_launches), C(skipped).
+  returned: run=score
+  type: dict
+vars_text:
+  description: O(run=score) - the winner variables file (stable text); C(overrides) the winner's profile overrides.
+  returned: run=score
+  type: str
+dir:
+  description: O(run=score) - the report folder (C(report.md), C(results.json), C(pareto.png)); C(table) its table.
+  returned: run=score
+  type: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import run_guarded
+from ansible_collections.gpufleet.vllm.plugins.module_utils.tune import steps
+
+SPEC = dict(
+    run=dict(type="str", required=True, choices=["expand", "prune", "score"]),
+    base_profile=dict(type="dict", default={}),
+    grid=dict(type="dict", default={}),
+    max_candidates=dict(type="int", default=16),
+    model_config=dict(type="dict", default={}),
+    workloads=dict(type="list", elements="dict", default=[]),
+    concurrency=dict(type="int", default=0),
+    slo=dict(type="dict", default={}),
+    repeats=dict(type="int", default=3),
+    noise_pct=dict(type="float", default=5.0),
+    vllm_version=dict(type="str", default="unknown"),
+    gpu_type=dict(type="str", default="unknown"),
+    vars_name=dict(type="str", default="vllm_tuned"),
+    previous_vars=dict(type="dict", default={}),
+    candidates=dict(type="list", elements="dict", default=[]),
+    plans=dict(type="list", elements="dict", default=[]),
+    measured=dict(type="list", elements="dict", default=[]),
+    results_dir=dict(type="path"),
+    host=dict(type="str", default="host"),
+    plan_hash=dict(type="str", default="unknown"),
+    inputs_hash=dict(type="str", default="unknown"),
+)
+
+
+def _body(module):
+    p = module.params
+    if p["run"] == "expand":
+        return steps.expand(p)
+    if p["run"] == "prune":
+        return steps.prune(p)
+    return steps.score(p, steps.read_runs(p["measured"]), write=not module.check_mode)
+
+
+def main():
+    module = AnsibleModule(argument_spec=SPEC, supports_check_mode=True)
+    result = run_guarded(module, _body, "vllm_tune run=%s" % module.params["run"])
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()
