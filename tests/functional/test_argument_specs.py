@@ -21,30 +21,93 @@ def test_there_are_roles():
     assert "host_tuning" in ROLES
 
 
-@pytest.mark.parametrize("role", ROLES)
-def test_argument_specs_match_defaults(role):
+SHARED_KEYS = ("type", "default", "choices", "elements", "required")
+
+
+def entry_point_drift(specs):
+    """Every option an entry point shares with main but declares differently (type, default, choices,
+    elements, required): the copies must be the same option (docs/DEVELOPING.md, house rule 8)."""
+    main = specs["argument_specs"]["main"].get("options") or {}
+    drift = []
+    for entry, body in sorted(specs["argument_specs"].items()):
+        if entry == "main":
+            continue
+        for name, spec in sorted((body.get("options") or {}).items()):
+            if name not in main:
+                continue
+            for key in SHARED_KEYS:
+                if spec.get(key) != main[name].get(key):
+                    drift.append("%s.%s %s: %r, main has %r" % (entry, name, key, spec.get(key), main[name].get(key)))
+    return drift
+
+
+def defaults_drift(role, specs, defaults):
+    """Each entry point's options against defaults/main.yml, one entry point at a time (not merged)."""
+    problems = []
+    declared = set()
+    for entry, body in sorted(specs["argument_specs"].items()):
+        for name, spec in sorted((body.get("options") or {}).items()):
+            declared.add(name)
+            where = "%s: %s (entry point %s)" % (role, name, entry)
+            if not name.startswith(role + "_"):
+                problems.append("%s is not prefixed with '%s_'" % (where, role))
+            if not spec.get("description"):
+                problems.append("%s has no description" % where)
+            if name in defaults and not spec.get("required") and spec.get("default") != defaults[name]:
+                problems.append("%s: argument_specs default %r != defaults/main.yml %r" % (where, spec.get("default"), defaults[name]))
+            if name not in defaults and not spec.get("required") and "default" in spec:
+                problems.append("%s documents a default but defaults/main.yml has none" % where)
+    problems += ["%s: in defaults/main.yml but not in meta/argument_specs.yml: %s" % (role, name)
+                 for name in sorted(set(defaults) - declared)]
+    return problems
+
+
+def _role_files(role):
     role_dir = ROOT / "roles" / role
     defaults = _load(role_dir / "defaults" / "main.yml") if (role_dir / "defaults" / "main.yml").exists() else {}
-    specs = _load(role_dir / "meta" / "argument_specs.yml")
-    assert "main" in specs["argument_specs"], f"{role}: no 'main' entry point in meta/argument_specs.yml"
-    options = {}
-    for entry in specs["argument_specs"].values():
-        options.update(entry.get("options") or {})
+    return _load(role_dir / "meta" / "argument_specs.yml"), defaults
 
-    undeclared = sorted(set(defaults) - set(options))
-    assert not undeclared, f"{role}: in defaults/main.yml but not in meta/argument_specs.yml: {undeclared}"
-    for name, spec in options.items():
-        assert name.startswith(role + "_"), f"{role}: variable {name} is not prefixed with '{role}_'"
-        assert spec.get("description"), f"{role}: {name} has no description"
-        if name in defaults:
-            assert "default" in spec or spec.get("required"), f"{role}: {name} has a default in defaults/main.yml but none in argument_specs"
-            assert spec.get("default") == defaults[name], (
-                f"{role}: {name}: argument_specs default {spec.get('default')!r} != defaults/main.yml {defaults[name]!r}"
-            )
-        else:
-            assert spec.get("required") or "default" not in spec, (
-                f"{role}: {name} documents a default but defaults/main.yml has none"
-            )
+
+@pytest.mark.parametrize("role", ROLES)
+def test_argument_specs_match_defaults(role):
+    specs, defaults = _role_files(role)
+    assert "main" in specs["argument_specs"], f"{role}: no 'main' entry point in meta/argument_specs.yml"
+    problems = defaults_drift(role, specs, defaults)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_entry_points_copy_main_options_exactly(role):
+    specs, dummy = _role_files(role)
+    drift = entry_point_drift(specs)
+    assert not drift, f"{role}: entry points declare a shared option differently from main: {drift}"
+
+
+def test_entry_points_share_options_somewhere():
+    """The comparison has something to compare: nginx's drain and vllm's rollback copy main's options."""
+    shared = 0
+    for role in ROLES:
+        specs, dummy = _role_files(role)
+        main = specs["argument_specs"]["main"].get("options") or {}
+        shared += sum(1 for entry, body in specs["argument_specs"].items() if entry != "main"
+                      for name in (body.get("options") or {}) if name in main)
+    assert shared >= 40, shared
+
+
+@pytest.mark.parametrize("key,value", [("default", 12345), ("type", "raw"), ("choices", ["x"]), ("elements", "int")])
+def test_a_planted_drift_fails(tmp_path, key, value):
+    """A changed default (type, choices, elements) in one entry point's copy of an option fails: planted in a
+    temp copy of nginx's argument_specs, where the drain entry point copies main's options."""
+    specs, defaults = _role_files("nginx")
+    entry = [e for e, b in specs["argument_specs"].items() if e != "main" and b.get("options")][0]
+    name = sorted(specs["argument_specs"][entry]["options"])[0]
+    specs["argument_specs"][entry]["options"][name][key] = value
+    planted = tmp_path / "argument_specs.yml"
+    planted.write_text(yaml.safe_dump(specs))
+    drift = entry_point_drift(_load(planted))
+    assert len(drift) == 1 and drift[0].startswith("%s.%s %s: " % (entry, name, key)), drift
+    if key == "default":   # and the per-entry-point defaults check says so too (the merge used to hide it)
+        assert any("(entry point %s)" % entry in problem for problem in defaults_drift("nginx", _load(planted), defaults))
 
 
 @pytest.mark.parametrize("role", ROLES)
