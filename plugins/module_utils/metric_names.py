@@ -22,9 +22,9 @@ import re
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
 
 # Exporter prefix -> the scrape job that exposes it (the jobs of roles/monitoring's prometheus.yml).
-PREFIXES = {"vllm": ("vllm:",), "node": ("node_",), "dcgm": ("DCGM_FI_",)}
+PREFIXES = {"vllm": ("vllm:",), "node": ("node_",), "dcgm": ("DCGM_FI_",), "router": ("vllm_router_",)}
 
-_NAME_RE = re.compile(r"(?<![A-Za-z0-9_:])(vllm:[A-Za-z0-9_:]+|node_[A-Za-z0-9_]+|DCGM_FI_[A-Za-z0-9_]+)")
+_NAME_RE = re.compile(r"(?<![A-Za-z0-9_:])(vllm:[A-Za-z0-9_:]+|vllm_router_[A-Za-z0-9_]+|node_[A-Za-z0-9_]+|DCGM_FI_[A-Za-z0-9_]+)")
 # One exposition sample line: name, optional {labels}, value (text format 0.0.4).
 _SAMPLE_RE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{.*\})?\s+\S+")
 _TYPE_RE = re.compile(r"^#\s+TYPE\s+([A-Za-z_:][A-Za-z0-9_:]*)\s+\S+")
@@ -55,12 +55,26 @@ def required_for(job, used):
     return set(name for name in used if name.startswith(PREFIXES[job]))
 
 
+# vllm-router (0.1.17) creates its per-request series at the first request it routes: a fresh router exposes only
+# vllm_router_active_workers and vllm_router_worker_health (tests/fixtures/vllm-router-metrics/, real scrapes).
+# Until its scrape shows one of these, they are not asked of it; once it routed anything, all of them are.
+ROUTER_FIRST_REQUEST = frozenset([
+    "vllm_router_requests_total", "vllm_router_processed_requests_total", "vllm_router_policy_decisions_total",
+    "vllm_router_cb_outcomes_total", "vllm_router_cb_state", "vllm_router_generate_duration_seconds",
+    "vllm_router_generate_duration_seconds_bucket", "vllm_router_generate_duration_seconds_sum",
+    "vllm_router_generate_duration_seconds_count", "vllm_router_retries_total",
+])
+
+
 def missing_names(job, used, exposition):
     """Sorted names the rules/dashboard use for ``job`` that the scrape does not expose."""
     exposed = exposed_names(exposition)
     if not exposed:
         raise UserError("The %s scrape exposed no metrics at all: is it a Prometheus /metrics endpoint?" % job)
-    return sorted(required_for(job, used) - exposed)
+    required = required_for(job, used)
+    if job == "router" and not exposed & ROUTER_FIRST_REQUEST:
+        required -= ROUTER_FIRST_REQUEST
+    return sorted(required - exposed)
 
 
 def sample_labels(exposition, name):

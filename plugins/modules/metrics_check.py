@@ -45,7 +45,7 @@ options:
         description: Which exporter it is; selects the names it must expose.
         type: str
         required: true
-        choices: [vllm, node, dcgm]
+        choices: [dcgm, node, router, vllm]
       url:
         description: The C(/metrics) URL, for example V(http://10.0.0.5:8000/metrics).
         type: str

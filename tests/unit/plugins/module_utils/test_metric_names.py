@@ -78,7 +78,7 @@ def test_required_for(job, used, expected):
 
 
 def test_unknown_job_names_the_choices():
-    with pytest.raises(UserError, match="dcgm, node, vllm"):
+    with pytest.raises(UserError, match="dcgm, node, router, vllm"):
         required_for("blackbox", set())
 
 
