@@ -181,3 +181,24 @@ def test_rewrap_detector_finds_a_planted_block(tmp_path):
     planted.write_text("def f():\n    try:\n        g()\n    except PlacementError as exc:\n"
                        "        raise UserError(str(exc))\n")
     assert rewrap_blocks(planted, {"PlacementError"}) == ["planted.py:4"]
+
+
+# Playbooks whose vllm_profile is derived from another profile, not built from the inventory contract.
+PROFILE_DERIVED = {"playbooks/tune.yml", "playbooks/tasks/tune_candidate.yml"}
+
+
+def test_vllm_profile_is_built_once():
+    """DEVELOPING.md, house rule 8: the playbooks that plan from the inventory (site, rollout, bench, preflight,
+    plan) read the one vllm_profile of playbooks/vars/gpufleet.yml; none builds its own."""
+    builders = []
+    readers = set()
+    for path in sorted((ROOT / "playbooks").glob("**/*.yml")):
+        rel = path.relative_to(ROOT).as_posix()
+        for match in re.finditer(r"^\s*vllm_profile:\s*(.*)$", path.read_text(), re.M):
+            if match.group(1).strip().startswith('"{{ _gpufleet_vllm_profile }}"'):
+                readers.add(rel)
+            elif rel not in PROFILE_DERIVED:
+                builders.append("%s: %s" % (rel, match.group(1).strip()))
+    assert not builders, "vllm_profile built outside playbooks/vars/gpufleet.yml: %s" % builders
+    assert {"playbooks/site.yml", "playbooks/preflight.yml", "playbooks/plan.yml"} <= readers, sorted(readers)
+    assert (ROOT / "playbooks" / "vars" / "gpufleet.yml").read_text().count("_gpufleet_vllm_profile:") == 1
