@@ -3,9 +3,9 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The vllm role's guards and unit template, evaluated with Ansible's own templating on the shipped
 task files (issue 15 items 3, 5, 6, 7 and 9). Each case below passed the round-1 role unnoticed:
-a removal on a smaller plan, --api-ke in argv, two --port flags, port 70000, an instance without
-GPUs, two instances on one GPU, secret-looking vllm_environment names, a key ending in a newline,
-a path with a space in ReadWritePaths, and a NUMA node "unknown" rendered as --membind=0.
+--api-ke in argv, two --port flags, port 70000, an instance without GPUs, two instances on one GPU,
+secret-looking vllm_environment names, a key ending in a newline and a path with a space in
+ReadWritePaths. (The removal guard and the unit text are the vllm_units module's: tests/unit/.../units/.)
 The Molecule scenario `fleet` runs the same tasks on real systemd hosts."""
 import pathlib
 
@@ -20,10 +20,16 @@ GOOD = {"name": "m-0", "port": 8000, "cuda_visible_devices": "0", "numa_node": 0
         "argv": ["vllm", "serve", "/srv/models/m", "--host", "127.0.0.1", "--port", "8000", "--served-model-name", "m"]}
 
 
+def trusted(value):
+    """A role file's value as Ansible loads it: its strings (also inside a dict) are templates."""
+    if isinstance(value, dict):
+        return dict((k, trusted(v)) for k, v in value.items())
+    return trust_as_template(value) if isinstance(value, str) else value
+
+
 def variables(**overrides):
-    out = dict((k, trust_as_template(v) if isinstance(v, str) else v)
-               for k, v in yaml.safe_load((ROLE / "defaults" / "main.yml").read_text()).items())
-    out.update((k, trust_as_template(v)) for k, v in yaml.safe_load((ROLE / "vars" / "main.yml").read_text()).items())
+    out = dict((k, trusted(v)) for k, v in yaml.safe_load((ROLE / "defaults" / "main.yml").read_text()).items())
+    out.update((k, trusted(v)) for k, v in yaml.safe_load((ROLE / "vars" / "main.yml").read_text()).items())
     out.update(inventory_hostname="gpu-01", ansible_managed="Ansible managed: test", _vllm_venv="/opt/vllm/venvs/x")
     out.update(overrides)
     return out
@@ -76,12 +82,7 @@ def test_unique_ports_and_gpus(planned, sharing, ok):
                  vllm_allow_gpu_sharing=sharing) is ok
 
 
-@pytest.mark.parametrize("live, planned, allow, ok", [(2, 1, False, False), (2, 1, True, True), (2, 2, False, True), (0, 2, False, True)])
-def test_removal_guard(live, planned, allow, ok):
-    files = [{"path": "/etc/systemd/system/vllm-m-%d.service" % i} for i in range(live)]
-    assert holds("units.yml", "Refuse to shrink a serving host unless asked", __vllm_live_units={"files": files},
-                 _vllm_planned=[instance(name="m-%d" % i) for i in range(planned)], _vllm_stale_units=[],
-                 vllm_allow_instance_removal=allow) is ok
+# The shrink guard moved into the unit module's core: tests/unit/plugins/module_utils/units/test_lifecycle.py.
 
 
 @pytest.mark.parametrize("env, ok", [
@@ -162,77 +163,8 @@ def test_engine_bind_refusal_names_the_options():
         assert word in msg, (word, msg)
 
 
-NUMA_CASES = [(0, True), (1, True), (None, False), (-1, False), ("unknown", False), ("", False)]
-SPEC_NAME = "m%n"
-TEMPLATE = ROLE / "templates" / "vllm-instance.service.j2"
-
-
-@pytest.fixture(scope="module")
-def units(tmp_path_factory, venv_bin):
-    """Render the unit template for every case with ansible-playbook (the collection's filter plugins
-    resolve through a collections path pointing at this checkout)."""
-    import json
-    import os
-    import subprocess
-
-    tmp = tmp_path_factory.mktemp("units")
-    coll = tmp / "collections" / "ansible_collections" / "gpufleet"
-    coll.mkdir(parents=True)
-    (coll / "vllm").symlink_to(ROLE.parents[1])
-    cases = [instance(numa_node=case[0]) for case in NUMA_CASES]
-    cases.append(instance(argv=["vllm", "serve", "/m", "--port", "8000", "--served-model-name", SPEC_NAME]))
-    # A multi-host group's head and headless member (vars below make this host a member of a group).
-    cases.append(instance(node_rank=0, headless=False))
-    cases.append(instance(node_rank=1, headless=True, argv=GOOD["argv"] + ["--headless"]))
-    play = [{"hosts": "localhost", "gather_facts": False, "vars_files": [str(ROLE / "defaults" / "main.yml"), str(ROLE / "vars" / "main.yml")],
-             "vars": {"_vllm_venv": "/opt/vllm/venvs/x"},
-             "tasks": [{"ansible.builtin.copy": {"content": "{{ lookup('ansible.builtin.template', '%s') }}" % TEMPLATE,
-                                                 "dest": str(tmp) + "/unit-{{ idx }}.service", "mode": "0644"},
-                        # task vars: above the role defaults the play loads as vars_files
-                        "vars": {"_vllm_cluster": "{{ _vllm_instance.node_rank is defined }}",
-                                 "vllm_cluster_hosts": ["gpu-01", "gpu-02"], "_vllm_fabric_iface": "ens1f0",
-                                 "_vllm_fabric_address": "10.0.0.2", "vllm_rdma": True},
-                        "loop": cases, "loop_control": {"loop_var": "_vllm_instance", "index_var": "idx"}}]}]
-    (tmp / "play.yml").write_text(json.dumps(play))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(tmp / "collections"), ANSIBLE_LOCALHOST_WARNING="false")
-    done = subprocess.run([str(venv_bin / "ansible-playbook"), "-i", "localhost,", "-c", "local",
-                           "-e", "ansible_python_interpreter=%s" % (venv_bin / "python"), str(tmp / "play.yml")],
-                          env=env, capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return [(tmp / ("unit-%d.service" % i)).read_text() for i in range(len(cases))]
-
-
-@pytest.mark.parametrize("case", range(len(NUMA_CASES)), ids=[repr(case[0]) for case in NUMA_CASES])
-def test_numa_binding_only_for_a_known_node(case, units):
-    numa, binds = NUMA_CASES[case]
-    assert ("--membind=" in units[case]) is binds
-    if binds:
-        assert "--membind=%d " % numa in units[case]
-
-
-def test_served_name_specifiers_escaped(units):
-    unit = units[len(NUMA_CASES)]
-    assert "Description=vLLM OpenAI-compatible server, instance m-0 (m%%n)" in unit
-    assert "X-GpufleetVllmServedModelName=m%%n" in unit
-
-
-def test_group_member_units(units):
-    head, member = units[-2], units[-1]
-    for unit in (head, member):
-        assert "Environment=VLLM_HOST_IP=10.0.0.2" in unit
-        assert "Environment=GLOO_SOCKET_IFNAME=ens1f0" in unit
-        assert "Environment=NCCL_SOCKET_IFNAME=ens1f0" in unit
-        assert "Environment=VLLM_ENGINE_READY_TIMEOUT_S=1800" in unit
-        assert "X-GpufleetVllmGroup=gpu-01 gpu-02" in unit
-        assert "DeviceAllow=char-infiniband_verbs rw" in unit and "DeviceAllow=/dev/infiniband/rdma_cm rw" in unit
-    assert "X-GpufleetVllmNodeRank=0" in head and "X-GpufleetVllmURL=http://127.0.0.1:8000" in head
-    assert "X-GpufleetVllmHeadless" not in head
-    assert "X-GpufleetVllmNodeRank=1" in member and "X-GpufleetVllmHeadless=yes" in member
-    assert "X-GpufleetVllmURL" not in member  # no HTTP endpoint: the gate checks the engine instead
-    assert "Description=vLLM headless member (node rank 1) of instance m-0" in member
-    # a single-host unit carries none of it
-    single = units[0]
-    assert "GLOO_SOCKET_IFNAME" not in single and "infiniband" not in single and "X-GpufleetVllmNodeRank" not in single
+# The unit text (NUMA binding, specifiers, group members) is rendered by plugins/module_utils/units/render.py
+# now: tests/unit/plugins/module_utils/units/test_render.py.
 
 
 @pytest.mark.parametrize("profile, instances, cluster, ok", [

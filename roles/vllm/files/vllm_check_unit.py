@@ -3,13 +3,15 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Check a rendered vLLM unit before it replaces the live one (installed by the gpufleet.vllm.vllm role).
 
-Used as the `validate` command of the unit's template task, run with the venv's own Python:
+Run by the gpufleet.vllm.vllm_units module with the venv's own Python on each staged unit:
 
-    vllm_check_unit.py --name vllm-a.service --argv-b64 <base64 JSON argv> [--parser|--no-parser] UNIT_FILE
+    vllm_check_unit.py --name vllm-a.service [--parser|--no-parser] UNIT_FILE
 
 1. `systemd-analyze verify` on a copy named like the real unit (it needs the .service suffix);
    any error, or any warning about the unit file itself, fails the check.
-2. With --parser: the planned argv ("vllm", "serve", MODEL, ...) is parsed by the installed
+2. With --parser: the unit's own ExecStart= is read back the way systemd splits it
+   (the collection's systemd_unit.py, installed under this file's directory), the words from the venv's `vllm` on
+   ("vllm", "serve", MODEL, ...; a numactl prefix is skipped) are parsed by the installed
    vLLM's own `vllm serve` parser (VLLM_TARGET_DEVICE=cpu, so no GPU is needed), then
    `validate_parsed_serve_args` and `AsyncEngineArgs.from_cli_args`, like `vllm serve` does
    before it loads anything; tool and reasoning parser names are checked against vLLM's registries.
@@ -20,8 +22,6 @@ Exit status 0 when the unit may be installed; otherwise 1 with the reason on std
 from __future__ import absolute_import, annotations, division, print_function
 
 import argparse
-import base64
-import json
 import os
 import shutil
 import subprocess
@@ -118,23 +118,37 @@ def check_argv(argv):
     return "vLLM %s parser - ok%s" % (version, "; " + "; ".join(notes) if notes else "")
 
 
+def exec_argv(path):
+    """The unit's ExecStart= as the argv systemd passes, from the venv's vllm on: ["vllm", "serve", ...]."""
+    # The collection's own systemd word splitter, installed under this file's directory by the role.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.systemd_unit import SystemdQuoteError, parse_exec_line
+
+    with open(path, encoding="utf-8") as handle:
+        lines = [line[len("ExecStart="):] for line in handle.read().splitlines() if line.startswith("ExecStart=")]
+    if len(lines) != 1:
+        fail("%s has %d ExecStart= lines, not one" % (path, len(lines)))
+    try:
+        words = parse_exec_line(lines[0])
+    except SystemdQuoteError as exc:
+        fail("cannot read ExecStart= of %s: %s" % (path, exc))
+    starts = [i for i, word in enumerate(words) if os.path.basename(word) == "vllm"]
+    if not starts or len(words) < starts[0] + 3 or words[starts[0] + 1] != "serve":
+        fail("ExecStart= of %s does not run `vllm serve MODEL`: %s" % (path, lines[0]))
+    return ["vllm"] + words[starts[0] + 1:]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--name", required=True, help="the unit's real name, e.g. vllm-a.service")
-    parser.add_argument("--argv-b64", required=True, help="base64 of the planned argv as a JSON list")
     parser.add_argument("--parser", dest="parser", action="store_true", default=True)
     parser.add_argument("--no-parser", dest="parser", action="store_false")
     parser.add_argument("unit_file")
     opts = parser.parse_args()
-    try:
-        argv = json.loads(base64.b64decode(opts.argv_b64).decode("utf-8"))
-    except ValueError as exc:
-        fail("--argv-b64 is not base64 JSON: %s" % exc)
-    if not isinstance(argv, list) or len(argv) < 3 or argv[1] != "serve":
-        fail("the argv must be a list starting 'vllm', 'serve', MODEL; got %r" % (argv,))
+    argv = exec_argv(opts.unit_file)
     report = [verify_unit(opts.unit_file, opts.name)]
     if opts.parser:
-        report.append(check_argv([str(a) for a in argv]))
+        report.append(check_argv(argv))
     print("%s: %s" % (opts.name, "; ".join(report)))
 
 
