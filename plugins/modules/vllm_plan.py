@@ -209,6 +209,12 @@ options:
     type: list
     elements: str
     default: []
+  environment:
+    description:
+      - The environment the instances will run with, as far as it changes the plan; nothing of it is rendered.
+      - C(VLLM_USE_V2_MODEL_RUNNER) (V(0)/V(1)) overrides the model runner the release picks, and with it the
+        memory the estimate takes off (C(capacity.estimate.model_runner) in the result).
+    type: dict
   vllm_version:
     description: The vLLM version whose rules apply (block alignment, logged token figure).
     type: str
@@ -374,6 +380,7 @@ ARGUMENT_SPEC = dict(
     tool_call_parser=dict(type="str"),
     reasoning_parser=dict(type="str"),
     extra_args=dict(type="list", elements="str", default=[]),
+    environment=dict(type="dict"),
     vllm_version=dict(type="str", default=DEFAULT_RELEASE),
     platform=dict(type="str", default="cuda", choices=["cuda", "cpu"]),
 )
