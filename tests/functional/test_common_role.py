@@ -138,3 +138,14 @@ def test_profile_passes_whole_and_a_misspelt_key_is_named(tmp_path):
     rc, out = play(tmp_path, PROFILE % json.dumps(dict(profile, max_model_length=65536)))
     assert rc != 0
     assert "Unsupported parameters" in out and "max_model_length" in out, out[-3000:]
+
+
+@pytest.mark.parametrize("tasks", [
+    "    - name: Use it directly\n      ansible.builtin.include_role:\n        name: gpufleet.vllm.common\n",
+    "    - name: Import it directly\n      ansible.builtin.import_role:\n        name: gpufleet.vllm.common\n",
+])
+def test_the_role_itself_refuses_to_run(tmp_path, tasks):
+    """prometheus-community's _common pattern: the internal role is used through its entry points only."""
+    rc, out = play(tmp_path, tasks)
+    assert rc != 0 and "gpufleet.vllm.common is internal to the gpufleet.vllm roles" in out, out
+    assert "(used as a play role)" in out and "tasks_from: account, check_mode or start_decision" in out

@@ -202,3 +202,40 @@ def test_vllm_profile_is_built_once():
     assert not builders, "vllm_profile built outside playbooks/vars/gpufleet.yml: %s" % builders
     assert {"playbooks/site.yml", "playbooks/preflight.yml", "playbooks/plan.yml"} <= readers, sorted(readers)
     assert (ROOT / "playbooks" / "vars" / "gpufleet.yml").read_text().count("_gpufleet_vllm_profile:") == 1
+
+
+# DEVELOPING.md, house rule 9: roles whose main task list has phases tag each phase <role>_<phase>.
+PHASED_ROLES = ("host_tuning", "model_storage", "model_weights", "monitoring", "vllm")
+# Roles without separable phases, and why.
+UNPHASED_ROLES = {
+    "bench": "one phase: the benchmark",
+    "common": "internal: entry points only",
+    "gpu_preflight": "one phase: read and compare the GPUs",
+    "mig": "one phase: converge the MIG mode (stop holders, set, reset)",
+    "nginx": "its steps depend on each other: install, config checked by nginx -t, start",
+    "router": "new in round 3: to be decided with its owner",
+}
+
+
+def test_every_role_decides_about_phase_tags():
+    roles = sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "tasks").is_dir())
+    undecided = sorted(set(roles) - set(PHASED_ROLES) - set(UNPHASED_ROLES))
+    assert not undecided, "roles in neither PHASED_ROLES nor UNPHASED_ROLES (house rule 9): %s" % undecided
+
+
+@pytest.mark.parametrize("role", PHASED_ROLES)
+def test_phased_roles_tag_every_main_task_with_its_phases(role):
+    import yaml
+    text = (ROOT / "roles" / role / "tasks" / "main.yml").read_text()
+    tasks = yaml.safe_load(text)
+    header = "\n".join(line for line in text.splitlines() if line.startswith("#"))
+    phases = set()
+    for task in tasks:
+        tags = task.get("tags") or []
+        assert role in tags, "%s: task %r lacks the tag %s" % (role, task.get("name"), role)
+        own = [t for t in tags if t.startswith(role + "_")]
+        assert own, "%s: task %r carries no %s_<phase> tag" % (role, task.get("name"), role)
+        phases.update(own)
+    assert len(phases) >= 2, phases
+    unnamed = sorted(p for p in phases if p not in header)
+    assert not unnamed, "%s: phase tags not described in the header comment of tasks/main.yml: %s" % (role, unnamed)
