@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -176,10 +175,10 @@ class Front(object):
         opts = self.opts
         self.workdir.mkdir(parents=True, exist_ok=True)
         if self.arm not in NGINX_ARMS:
-            argv = [opts.router_bin, "--host", "127.0.0.1", "--port", str(opts.router_port),
-                    "--worker-urls"] + opts.engine_urls + [
-                    "--policy", self.arm, "--prometheus-host", "127.0.0.1", "--prometheus-port",
-                    str(opts.router_port + 1), "--log-level", "warning"]
+            argv = ([opts.router_bin, "--host", "127.0.0.1", "--port", str(opts.router_port), "--worker-urls"]
+                    + opts.engine_urls
+                    + ["--policy", self.arm, "--prometheus-host", "127.0.0.1", "--prometheus-port",
+                       str(opts.router_port + 1), "--log-level", "warning"])
             if self.arm == "cache_aware":
                 argv += ["--cache-threshold", str(opts.cache_threshold),
                          "--balance-abs-threshold", str(opts.balance_abs_threshold),
@@ -207,6 +206,11 @@ class Front(object):
 
 
 # --- engines -------------------------------------------------------------------------------------------------
+def _engine_wait(opts):
+    """Seconds the engines may still take to answer: --engine-timeout, within --budget-seconds."""
+    return max(5, min(opts.engine_timeout, opts.budget_seconds - (time.time() - opts.t0) - 10))
+
+
 def start_engines(opts, out, procs):
     """Start both engines into ``procs`` (the caller stops them, also when this fails) and return their KV tokens."""
     for i, port in enumerate(opts.engine_ports):
@@ -224,9 +228,9 @@ def start_engines(opts, out, procs):
         procs.append(spawn(argv, out / ("engine-%d.log" % i), env))
         if opts.platform == "cuda" and i == 0:
             # The second engine sizes its KV from what the first left free: start them one after the other.
-            wait_http("http://127.0.0.1:%d/health" % port, opts.engine_timeout, procs[0], "engine 0")
+            wait_http("http://127.0.0.1:%d/health" % port, _engine_wait(opts), procs[0], "engine 0")
     for i, port in enumerate(opts.engine_ports):
-        wait_http("http://127.0.0.1:%d/health" % port, opts.engine_timeout, procs[i], "engine %d" % i)
+        wait_http("http://127.0.0.1:%d/health" % port, _engine_wait(opts), procs[i], "engine %d" % i)
     kv = []
     for i in range(len(opts.engine_ports)):
         found = re.findall(r"KV cache size: ([0-9,]+) tokens", (out / ("engine-%d.log" % i)).read_text(errors="replace"))
@@ -272,7 +276,8 @@ def one_run(opts, out, arm, workload, concurrency, repeat):
         base = front.start()
         before = [engine_counters(u) for u in opts.engine_urls]
         proc = subprocess.run(bench_argv(opts, base, workload, concurrency, workdir, name + ".json"),
-                              capture_output=True, text=True, timeout=opts.run_timeout, check=False)
+                              capture_output=True, text=True, check=False,
+                              timeout=max(5, min(opts.run_timeout, opts.budget_seconds - (time.time() - opts.t0))))
         (workdir / "bench.log").write_text(proc.stdout + proc.stderr)
         after = [engine_counters(u) for u in opts.engine_urls]
     finally:
@@ -319,7 +324,7 @@ def write_report(opts, out, meta, rows, stopped):
                  opts.platform, meta.get("kv_tokens"), opts.model, opts.num_prefixes, opts.prefix_len, opts.suffix_len,
                  opts.output_len, opts.num_prefixes * opts.prompts_per_prefix, opts.num_prefixes * opts.prefix_len,
                  opts.repeats, " STOPPED EARLY: %s." % stopped if stopped else ""), "",
-             "| workload | front | conc. | output tok/s | x nginx | TTFT p50 ms | TTFT p90 ms | p50 x lower | hit rate | per engine (requests, hit rate) |",
+             "| workload | front | conc. | output tok/s | x nginx | TTFT p50 ms | TTFT p90 ms | p50 x lower | hit rate | per engine: requests, hit rate |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for key in sorted(picked, key=lambda k: (k[0], k[2], k[1])):
         row = picked[key]
@@ -327,7 +332,8 @@ def write_report(opts, out, meta, rows, stopped):
         ratio = "%.2f" % (row["output_throughput"] / ref["output_throughput"]) if ref and ref["output_throughput"] else "-"
         lower = ("%.2f" % (ref["ttft_p50_ms"] / row["ttft_p50_ms"])
                  if ref and ref.get("ttft_p50_ms") and row.get("ttft_p50_ms") else "-")
-        per = ", ".join("%d, %s" % (e["requests"], e["hit_rate"]) for e in row["engines"])
+        per = " / ".join("%d req, %s" % (e["requests"], "-" if e["hit_rate"] is None else "%.3f" % e["hit_rate"])
+                         for e in row["engines"])
         lines.append("| %s | %s | %d | %.1f | %s | %.1f | %.1f | %s | %s | %s |" % (
             row["workload"], row["arm"], row["concurrency"], row["output_throughput"] or 0, ratio,
             row["ttft_p50_ms"] or 0, row["ttft_p90_ms"] or 0, lower, row["hit_rate"], per))
@@ -392,7 +398,7 @@ def parse(argv):
 
 def main(argv=None):
     opts = parse(sys.argv[1:] if argv is None else argv)
-    t0 = time.time()
+    t0 = opts.t0 = time.time()
     out = pathlib.Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
     plan = [(arm, "prefix", c, r) for c in opts.concurrencies for r in range(opts.repeats) for arm in opts.arm_list]

@@ -134,4 +134,3 @@ def live_workers(urls, drained):
     """``urls`` without the drained ones (order kept)."""
     drained = set(drained)
     return [u for u in urls if u not in drained]
-
