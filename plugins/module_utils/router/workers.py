@@ -22,13 +22,15 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
+
 POLICIES = ("random", "round_robin", "cache_aware", "kv_aware", "power_of_two", "consistent_hash",
             "sticky_least_loaded")
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _ANY = ("0.0.0.0", "", "::")
 
 
-class RouterWorkersError(ValueError):
+class RouterWorkersError(UserError, ValueError):
     """Bad input, with the variable to fix in the message."""
 
 
