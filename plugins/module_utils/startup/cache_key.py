@@ -18,6 +18,12 @@ What enters the key (read from vLLM 0.32.0's source; 0.26.0 computes it the same
   ``--kv-cache-memory-bytes``, prefix caching, master address / port, node rank, nnodes (:data:`ARGV_NOT_IN_KEY`).
 - ``code_hash``: the PATH and text of every source file the trace went through: a venv at another path gives
   another key. ``compiler_hash``: torch / inductor configuration (the torch version).
+- Before vLLM 0.32.0 (0.26.0 read; the releases between are treated alike), ``compile_factors()`` also hashes
+  ``VLLM_CONFIG_ROOT`` (default ``$XDG_CONFIG_HOME/vllm``, else ``$HOME/.config/vllm``) and ``VLLM_XLA_CACHE_PATH``
+  (default ``$XDG_CACHE_HOME/vllm/xla_cache``): there the cache folder and HOME DO enter the key (measured on an
+  H200, vLLM 0.26.0: a copy to another folder got another key, tests/fixtures/startup/restart-timing-h200-0.26.0).
+  0.32.0 ignores both ("location-only derived paths"). A copy is valid on every release when it lands at the same
+  ``vllm_cache_dir`` with the same ``vllm_home``; the rollout's pre-warm copies only there.
 - The folder ``rank_<rank>_<dp_rank>`` is per global rank: a multi-host member (rank >= 1) needs the folder of
   its own rank, which only a host of the same rank in another group has built.
 - ``TRITON_CACHE_DIR`` and ``XDG_CACHE_HOME`` are not vLLM variables: they decide where Triton's and other
@@ -57,6 +63,21 @@ IGNORED_ENV = frozenset((
 ))
 # Not vLLM variables, but where its caches live: a change moves the cache (empty unless it was copied there).
 CACHE_LOCATION_ENV = frozenset(("VLLM_CACHE_ROOT", "TRITON_CACHE_DIR", "XDG_CACHE_HOME", "TORCHINDUCTOR_CACHE_DIR"))
+# Before this release compile_factors() hashes VLLM_CONFIG_ROOT and VLLM_XLA_CACHE_PATH, derived from these.
+LOCATION_IN_KEY_BEFORE = (0, 32, 0)
+LOCATION_DERIVED_ENV = frozenset(("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "VLLM_CONFIG_ROOT",
+                                  "VLLM_XLA_CACHE_PATH"))
+
+
+def location_in_key(version):
+    """True for a vLLM release whose compile key holds the config and XLA cache folders (before 0.32.0)."""
+    parts = []
+    for piece in str(version or "").split("+", 1)[0].split(".")[:3]:
+        digits = "".join(c for c in piece if c.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return bool(parts) and tuple(parts + [0] * (3 - len(parts))) < LOCATION_IN_KEY_BEFORE
+
+
 # Secrets never recorded (the unit keeps them in the 0600 env file anyway).
 SECRET_ENV = frozenset(("VLLM_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "S3_ACCESS_KEY_ID",
                         "S3_SECRET_ACCESS_KEY"))
@@ -128,7 +149,8 @@ def key_inputs(record_inputs):
         "vllm_version": record_inputs.get("vllm_version"),
         "venv": record_inputs.get("venv"),
         "gpu": record_inputs.get("gpu"),
-        "env": dict((k, v) for k, v in env.items() if k.startswith("VLLM_") and k not in IGNORED_ENV),
+        "env": dict((k, v) for k, v in env.items() if (k.startswith("VLLM_") and k not in IGNORED_ENV) or (
+            k in LOCATION_DERIVED_ENV and location_in_key(record_inputs.get("vllm_version")))),
         "argv": dict((k, v) for k, v in parsed.items() if k not in ARGV_NOT_IN_KEY),
     }
 
@@ -158,7 +180,10 @@ def differences(before, after):
     for name in sorted(set(old_env) | set(new_env)):
         if old_env.get(name) == new_env.get(name):
             continue
-        if name in CACHE_LOCATION_ENV:
+        if name in LOCATION_DERIVED_ENV and location_in_key(after.get("vllm_version")):
+            enters, note = True, ("before vLLM 0.32.0 the key hashes VLLM_CONFIG_ROOT and VLLM_XLA_CACHE_PATH, "
+                                  "derived from HOME / XDG_CACHE_HOME / XDG_CONFIG_HOME")
+        elif name in CACHE_LOCATION_ENV:
             enters, note = False, "a cache location: not in the key, but the cache there is empty unless copied"
         elif name.startswith("VLLM_") and name not in IGNORED_ENV:
             enters, note = True, "a vLLM variable in envs.compile_factors()"

@@ -124,3 +124,46 @@ def test_secrets_are_not_recorded():
     recorded = cache_key.inputs("0.32.0", ["/v/bin/vllm"], {"VLLM_API_KEY": "s3cret", "HF_TOKEN": "t", "A": "1"},
                                 "/v", "/c")
     assert recorded["environment"] == {"A": "1"}
+
+
+@pytest.mark.parametrize("version, enters", [("0.26.0", True), ("0.31.9", True), ("0.32.0", False),
+                                             ("0.32.0+cpu", False), ("0.33.0", False)])
+def test_the_cache_folder_enters_the_key_before_0_32(version, enters):
+    before = start_inputs("units/cpu-single.service", vllm_version=version)
+    after = start_inputs("units/cpu-single.service", vllm_version=version, env={"XDG_CACHE_HOME": "/srv/c"},
+                         cache_dir="/srv/c")
+    got = [d["enters_key"] for d in cache_key.differences(before, after) if d["input"] == "env XDG_CACHE_HOME"]
+    assert got == [enters]
+    assert (cache_key.fingerprint(before) != cache_key.fingerprint(after)) is enters
+
+
+H200 = os.path.join(FIX, "startup", "restart-timing-h200-0.26.0")
+
+
+def h200(name):
+    with open(os.path.join(H200, name)) as handle:
+        return boot_log.parse(handle.read(), year=2026)
+
+
+def test_h200_warm_start_hit_and_copied_start_got_another_key():
+    """tests/gpu/restart_timing.py on an H200, vLLM 0.26.0 (README there). Keys read from the logs' lines
+    `Using cache directory: .../torch_compile_cache/<key>/...` and `.../torch_aot_compile/<key>/...`."""
+    cold, warm, copied = h200("dense-cold.log"), h200("dense-warm.log"), h200("dense-copied.log")
+    assert cold["compile_cache"]["status"] == "miss"
+    assert warm["compile_cache"]["status"] == "hit"  # "Directly load the compiled graph(s) ..." and "... AOT ..."
+    assert [k[:10] for k in warm["compile"]["keys"]] == [k[:10] for k in cold["compile"]["keys"]] == [
+        "c358ef1909", "35b7ea87cf"]
+    assert [k[:10] for k in copied["compile"]["keys"]] == ["0769cd86fd", "2801dd6dd6"]
+    assert copied["compile_cache"]["status"] == "miss"
+    # what the start report says of that copy on 0.26.0: the moved folder entered the key, an expected miss
+    argv = ["/v/bin/vllm", "serve", "/m"]
+    env_a = {"XDG_CACHE_HOME": "/c/A", "HOME": "/c/A/home", "VLLM_HOST_IP": "127.0.0.1"}
+    env_b = {"XDG_CACHE_HOME": "/c/B", "HOME": "/c/B/home", "VLLM_HOST_IP": "127.0.0.2"}
+    before = cache_key.inputs("0.26.0", argv, env_a, "/v", "/c/A")
+    after = cache_key.inputs("0.26.0", argv, env_b, "/v", "/c/B")
+    diffs = cache_key.differences(before, after)
+    assert dict((d["input"], d["enters_key"]) for d in diffs) == {
+        "env HOME": True, "env VLLM_HOST_IP": False, "env XDG_CACHE_HOME": True, "cache_dir": False}
+    verdict = cache_key.judge(copied["compile_cache"], copied["compile"]["keys"], {"compile": cold["compile"]}, diffs,
+                              expect_hit=True)
+    assert verdict["expected"] and "env XDG_CACHE_HOME /c/A -> /c/B" in verdict["cause"]
