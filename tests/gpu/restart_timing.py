@@ -52,7 +52,7 @@ MODELS = {
     "hybrid": {"config": "Qwen__Qwen3.6-27B", "max_model_len": 65536,
                "args": ["--language-model-only", "--gdn-prefill-backend", "triton"]},
 }
-STATES = ("cold", "warm", "copied")
+STATES = ("cold", "warm", "copied", "other-ip")  # other-ip: folder A again, VLLM_HOST_IP 127.0.0.2 (--states)
 SAFETY_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
@@ -205,7 +205,7 @@ def verdict(results):
             "cache_status": by[state]["cache_status"]["status"],
             "found_under_its_own_folder": all(f["path"].startswith(by[state]["cache"]) for f in by[state]["load_failures"])
             and all(item.get("path", by[state]["cache"]).startswith(by[state]["cache"]) for item in by[state]["loaded"]),
-        }) for state in ("warm", "copied") if state in by)
+        }) for state in ("warm", "copied", "other-ip") if state in by)
     return out
 
 
@@ -262,10 +262,14 @@ def main(argv=None):
     parser.add_argument("--gpu", default="0")
     parser.add_argument("--cpu", action="store_true")
     parser.add_argument("--extra-env", default="", help="JSON object added to every engine's environment")
+    parser.add_argument("--states", default="cold,warm,copied",
+                        help="in order, of: cold, warm, copied, other-ip (the warm folder with another VLLM_HOST_IP: "
+                             "the same path on another host)")
     opts = parser.parse_args(argv)
     deadline = time.time() + opts.budget_seconds
     os.makedirs(opts.out, exist_ok=True)
     kinds = [k for k in opts.models.split(",") if k]
+    states = [x for x in opts.states.split(",") if x in STATES]
     doc = {"started": stamp(), "platform": "cpu (vLLM's CPU build)" if opts.cpu else "cuda, GPU %s" % opts.gpu,
            "layers": ("%d layers per model (--num-layers)" % opts.num_layers) if opts.num_layers else "full models",
            "note": "", "budget_seconds": opts.budget_seconds, "results": [], "not_run": []}
@@ -275,14 +279,14 @@ def main(argv=None):
         a, b = os.path.join(opts.work, "cache-%s-A" % kind), os.path.join(opts.work, "cache-%s-B" % kind)
         shutil.rmtree(a, ignore_errors=True)
         shutil.rmtree(b, ignore_errors=True)
-        for state in STATES:
+        for state in states:
             left = deadline - time.time()
             if left < opts.min_left:
                 doc["not_run"].append({"model": kind, "state": state, "why": "%.0f s left of the budget" % left})
                 continue
             if state == "copied":
                 subprocess.check_call(["cp", "-a", a, b])
-            cache, ip = (b, "127.0.0.2") if state == "copied" else (a, "127.0.0.1")
+            cache, ip = {"copied": (b, "127.0.0.2"), "other-ip": (a, "127.0.0.2")}.get(state, (a, "127.0.0.1"))
             log = os.path.join(opts.out, "%s-%s.log" % (kind, state))
             logs.append(log)
             print("[%s] %s %s (%.0f s left)" % (stamp(), kind, state, left), flush=True)
@@ -293,7 +297,7 @@ def main(argv=None):
                 result["cache_status"]["status"], result["compile_seconds"]), flush=True)
             write(opts, doc, logs)
     doc["note"] = "Budget %.0f s; %d of %d starts run." % (
-        opts.budget_seconds, len(doc["results"]), len(kinds) * len(STATES))
+        opts.budget_seconds, len(doc["results"]), len(kinds) * len(states))
     write(opts, doc, logs)
     for log in logs:
         if os.path.exists(log):
