@@ -5,7 +5,6 @@
 (the router's admin routes and metrics are answered by nginx itself), and a public router address is refused.
 Rendered and checked with Ansible's own templating (test_nginx_template's helpers); the Molecule scenario
 vllm_serve sends the admin routes through a real nginx in front of a real router."""
-import re
 
 import pytest
 
