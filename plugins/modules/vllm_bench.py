@@ -52,7 +52,12 @@ options:
       - One workload (O(run=workload)), keys as in C(gpufleet_workloads) - C(name), C(dataset) (V(random) or
         V(prefix_repetition)), C(input_len), C(output_len), C(prefix_len), C(range_ratio), C(num_prefixes),
         C(suffix_len), C(num_prompts), C(concurrency) (list), C(request_rate), C(seed), C(targets)
-        (V(front_door), V(instances)), C(warmups).
+        (V(front_door), V(instances)), C(warmups), C(mix).
+      - "C(mix), a length mix in one run, instead of C(input_len) - a list of classes C({share, input_len,
+        output_len, name}) whose shares sum to 1, C(input_len) a number or V(max) (O(max_model_len) minus the
+        class's C(output_len)), for example C([{share: 0.8, input_len: 512}, {share: 0.2, input_len: max}]).
+        Runs vLLM's V(timed_trace) dataset from a JSONL the module writes (token-id prompts of exact lengths,
+        C(--no-self-timed), C(--save-detailed)) and splits vLLM's per-request output per class (C(classes))."
     type: dict
   targets:
     description: Where to send the load.
@@ -137,7 +142,7 @@ attributes:
     support: none
 notes:
   - Datasets V(random) and V(prefix_repetition) work from the plain vLLM install; V(custom) needs pandas
-    (C(vllm[bench])) and is not offered.
+    (C(vllm[bench])) and is not offered. A length mix uses V(timed_trace), which needs no extra.
 """
 
 EXAMPLES = r"""
@@ -152,6 +157,20 @@ EXAMPLES = r"""
     max_model_len: 32768
   register: bench
 
+- name: A length mix in one run - 80 % short prompts, 20 % at the planned context - TTFT per class
+  gpufleet.vllm.vllm_bench:
+    workload:
+      name: mix
+      mix: [{share: 0.8, input_len: 512}, {share: 0.2, input_len: max}]
+      output_len: 64
+      num_prompts: 20
+      concurrency: [4]
+    targets:
+      - {name: qwen3-0, kind: instance, url: "http://127.0.0.1:8000", metrics_urls: ["http://127.0.0.1:8000/metrics"]}
+    model: qwen3-8b
+    tokenizer: /srv/models/qwen3-8b
+    max_model_len: 32768
+  register: bench_mix
 - name: The canary on each instance
   gpufleet.vllm.vllm_bench:
     run: canary
@@ -171,6 +190,10 @@ points:
   description:
     - One entry per (target, concurrency), with C(argv), C(result) (vLLM's own result JSON, every key),
       C(summary) (vLLM's keys for the report) and C(engine) (the /metrics window).
+    - For a length mix also C(classes) - per class C(name), C(input_len), C(output_len), C(share),
+      C(requests), C(completed), C(failed), C(mean_ttft_ms) and C(p50/p90/p99_{ttft,tpot,itl,e2el}_ms), from
+      vLLM's per-request lists of C(result) (C(input_lens), C(ttfts), C(itls), C(latencies), C(errors)); its
+      C(result) lacks vLLM's C(generated_texts) (text of random-token prompts, read by nothing).
   returned: run=workload
   type: list
   elements: dict
@@ -180,6 +203,11 @@ points:
       concurrency: 4
       result: {completed: 8, p90_ttft_ms: 41.2, request_throughput: 9.8}
       engine: {prefix_cache_hit_rate: 0.0, peak_kv_usage: 0.0004, peak_running: 4, preemptions: 0}
+    - workload: mix
+      target: tiny-qwen3-0
+      concurrency: 4
+      result: {completed: 20, p90_ttft_ms: 522.0, input_lens: [512, 512, 1984]}
+      classes: [{name: short, input_len: 512, requests: 16, p90_ttft_ms: 421.5}, {name: long, input_len: 1984, p90_ttft_ms: 525.0}]
 canary:
   description: Per instance - C(status) (V(pass), V(no_hit), V(mismatch)), C(identical), C(hit_tokens), the ids.
   returned: run=canary

@@ -20,7 +20,9 @@ description:
     vLLM result, vLLM's own keys) and C(latency-throughput.png) (latency against throughput over the
     concurrency sweep; needs matplotlib, reported and skipped when it is missing).
   - Checks O(slo) against the figures and returns every violation with the SLO, the measured figure and the
-    workload (the bench role fails on them after the report is written).
+    workload (the bench role fails on them after the report is written). For a length mix (points with
+    C(classes)) the latency bounds hold for each class, C(slo.classes) gives a class its own; throughput
+    bounds hold for the whole run. The table then has one row per class below the run's row.
   - With O(baseline), compares each point with the same point of an earlier report's C(results.json) and
     returns the verdict (O(regression_threshold_pct)).
   - Meant for the controller (C(delegate_to) V(localhost)). Every run writes a new folder; nothing else changes.
@@ -51,7 +53,9 @@ options:
     description: The UTC time for the folder name (C(YYYYmmddTHHMMSSZ)); default now.
     type: str
   points:
-    description: The C(points) of every M(gpufleet.vllm.vllm_bench) O(gpufleet.vllm.vllm_bench#module:run=workload) run.
+    description:
+      - The C(points) of every M(gpufleet.vllm.vllm_bench) O(gpufleet.vllm.vllm_bench#module:run=workload) run
+        (with C(classes) for a length mix).
     type: list
     elements: dict
     required: true
@@ -169,7 +173,8 @@ def _write(folder, name, content):
 def _body(module):
     p = module.params
     names = sorted(set(point["workload"] for point in p["points"]))
-    slo = slo_rules.validate_slo(p["slo"], names)
+    classes = sorted(set(c["name"] for point in p["points"] for c in point.get("classes") or []))
+    slo = slo_rules.validate_slo(p["slo"], names, classes)
     violations = slo_rules.check(slo, p["points"]) if slo else []
     baseline = _baseline_points(p["baseline"])
     verdict = report.regression(baseline, p["points"], p["regression_threshold_pct"]) if baseline is not None \

@@ -41,6 +41,14 @@ def run_role(venv_bin, collections, tmp_path, extra):
     (dict(gpufleet_slo={"ttft_p95_ms": 10}), "gpufleet_slo has unknown key(s) ttft_p95_ms"),
     (dict(gpufleet_slo={"min_goodput_rps": 1}), "set goodput_ttft_ms and/or goodput_tpot_ms"),
     (dict(bench_instances=[]), "bench_instances is empty"),
+    (dict(gpufleet_workloads=[{"name": "mix", "mix": [{"share": 0.8, "input_len": 512}, {"share": 0.1, "input_len": "max"}]}]),
+     "gpufleet_workloads[0] (mix): the mix's shares sum to 0.9, not 1: make them add up to 1"),
+    (dict(gpufleet_workloads=[{"name": "mix", "mix": [{"share": 0.8, "input_len": 512}, {"share": 0.2, "input_len": 2040}],
+                               "output_len": 64}]),
+     "input_len 2040 + output_len 64 = 2104 tokens but the plan's max_model_len is 2048: use input_len: max (1984)"),
+    (dict(gpufleet_workloads=[{"name": "mix", "mix": [{"share": 0.8, "input_len": 512}, {"share": 0.2, "input_len": "max"}]}],
+          gpufleet_slo={"classes": {"medium": {"ttft_p90_ms": 5}}}),
+     "gpufleet_slo.classes.medium: no workload's mix has a class medium (classes: long, short)"),
 ])
 def test_bad_input_is_refused_before_any_request(venv_bin, installed_collection, tmp_path, extra, message):
     proc = run_role(venv_bin, installed_collection, tmp_path, extra)

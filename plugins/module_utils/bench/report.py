@@ -6,7 +6,8 @@ JSON beside the engine's from /metrics), and the regression verdict against a ba
 
 The client figures are vLLM's own keys, copied, never recomputed: ``vllm bench serve`` writes
 ``request_throughput``, ``request_goodput``, ``output_throughput``, ``max_concurrent_requests`` and
-``p{50,90,99}_{ttft,tpot,itl,e2el}_ms`` (vllm/benchmarks/serve.py, ``benchmark``).
+``p{50,90,99}_{ttft,tpot,itl,e2el}_ms`` (vllm/benchmarks/serve.py, ``benchmark``). A length mix's
+per-class rows come from mix.py's split of vLLM's own per-request lists of the same result.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -77,15 +78,52 @@ def table_rows(points):
     return rows
 
 
+CLASS_HEADER = ["workload", "via", "conc.", "class", "requests ok/failed", "prompt tok", "out tok",
+                "TTFT mean/p50/p90/p99 ms", "TPOT p50/p90 ms", "ITL p90 ms", "E2EL p50/p90/p99 ms"]
+
+
+def class_rows(points):
+    """One Markdown row per class of each length-mix point (mix.py's split of vLLM's per-request output)."""
+    rows = []
+    for p in points:
+        for c in p.get("classes") or []:
+            rows.append([p["workload"], p["target"], str(p["concurrency"]), c["name"],
+                         "%d/%d" % (c["completed"], c["failed"]), str(c["input_len"]), str(c["output_len"]),
+                         "/".join(_fmt(c.get(k)) for k in ("mean_ttft_ms", "p50_ttft_ms", "p90_ttft_ms", "p99_ttft_ms")),
+                         "/".join(_fmt(c.get(k)) for k in ("p50_tpot_ms", "p90_tpot_ms")), _fmt(c.get("p90_itl_ms")),
+                         "/".join(_fmt(c.get("p%d_e2el_ms" % q)) for q in (50, 90, 99))])
+    return rows
+
+
+def _table(header, rows):
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
+
+
 def markdown_table(points):
-    """The client and engine figures side by side, one row per (workload, target, concurrency)."""
-    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    lines += ["| " + " | ".join(row) + " |" for row in table_rows(points)]
+    """The client and engine figures side by side, one row per (workload, target, concurrency); below it,
+    for a length mix, one row per class (short vs long TTFT in the same run)."""
+    lines = _table(HEADER, table_rows(points))
+    per_class = class_rows(points)
+    if per_class:
+        lines += ["", "Length mix, per class (vLLM's per-request output of the same run, --save-detailed):", ""]
+        lines += _table(CLASS_HEADER, per_class)
     return "\n".join(lines)
 
 
 def _key(point):
     return (point["workload"], point["target"], point["concurrency"])
+
+
+def _pairs(old, point):
+    """(figure, baseline, measured, worse) of a point and its baseline: vLLM's run figures, and for a length
+    mix each class's latency figures (``short:p90_ttft_ms``)."""
+    out = [(f, old["result"].get(f), point["result"].get(f), w) for f, w in sorted(REGRESSION.items())]
+    before = dict((c["name"], c) for c in old.get("classes") or [])
+    for c in point.get("classes") or []:
+        if c["name"] in before:
+            out += [("%s:%s" % (c["name"], f), before[c["name"]].get(f), c.get(f), w)
+                    for f, w in sorted(REGRESSION.items()) if f.endswith("_ms")]
+    return out
 
 
 def regression(baseline_points, points, threshold_pct):
@@ -96,15 +134,14 @@ def regression(baseline_points, points, threshold_pct):
     """
     if isinstance(threshold_pct, bool) or not isinstance(threshold_pct, (int, float)) or threshold_pct <= 0:
         raise BenchError("bench_regression_threshold_pct must be a number > 0 (percent), not %r." % (threshold_pct,))
-    base = dict((_key(p), p["result"]) for p in baseline_points or [])
+    base = dict((_key(p), p) for p in baseline_points or [])
     findings, compared = [], 0
     for point in points:
         old = base.get(_key(point))
         if old is None:
             continue
         compared += 1
-        for figure, worse in sorted(REGRESSION.items()):
-            before, after = old.get(figure), point["result"].get(figure)
+        for figure, before, after, worse in _pairs(old, point):
             if not before or after is None:
                 continue
             change = 100.0 * (after - before) / before

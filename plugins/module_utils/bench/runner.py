@@ -159,11 +159,19 @@ class Driver(object):
                 return json.loads(line[len(MARK):])
             self.log.append(line)
 
-    def point(self, argv):
-        """Run one point (``argv`` without ``vllm bench serve``, with --result-dir); vLLM's result dict."""
+    def point(self, argv, dataset=None):
+        """Run one point (``argv`` without ``vllm bench serve``, with --result-dir); vLLM's result dict.
+
+        ``dataset``: the text of a dataset file (a mix's timed_trace JSONL), written beside the result as
+        ``{dataset_path}`` of the argv and removed with it.
+        """
         result_dir = tempfile.mkdtemp(prefix="gpufleet-bench-")
         try:
-            argv = [result_dir if a == "{result_dir}" else a for a in argv]
+            dataset_path = os.path.join(result_dir, "dataset.jsonl")
+            if dataset is not None:
+                with open(dataset_path, "w") as handle:
+                    handle.write(dataset)
+            argv = [result_dir if a == "{result_dir}" else dataset_path if a == "{dataset_path}" else a for a in argv]
             del self.log[:]
             self.proc.stdin.write(json.dumps(argv) + "\n")
             self.proc.stdin.flush()
@@ -186,11 +194,11 @@ class Driver(object):
             self.proc.wait()
 
 
-def measure(driver, argv, metrics_urls, interval):
+def measure(driver, argv, metrics_urls, interval, dataset=None):
     """One benchmark point with its engine window: (result, engine figures, log)."""
     before = scrape(metrics_urls)
     with Sampler(metrics_urls, interval) as sampler:
-        result, log = driver.point(argv)
+        result, log = driver.point(argv, dataset)
     after = scrape(metrics_urls)
     figures = engine.window(before, after, sampler.samples)
     figures["sample_errors"] = sampler.errors[:3]

@@ -14,7 +14,7 @@ import hashlib
 import os
 import uuid
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils.bench import canary, probe, report, runner, workloads
+from ansible_collections.gpufleet.vllm.plugins.module_utils.bench import canary, mix, probe, report, runner, workloads
 from ansible_collections.gpufleet.vllm.plugins.module_utils.bench.errors import BenchError
 
 
@@ -78,11 +78,17 @@ def run_workload(params, check_mode=False):
     driver = runner.Driver(venv_python(params), bench_env(params), params["run_timeout"])
     try:
         for point in points:
+            dataset = mix.jsonl(w["mix"], point["seed"]) if w["mix"] else None
             result, figures, log = runner.measure(driver, point["argv"][3:], point["metrics_urls"],
-                                                  params["sample_interval"])
+                                                  params["sample_interval"], dataset)
             if not result.get("completed"):
                 raise BenchError("vllm bench serve completed no request of workload %s via %s (concurrency %d): %s"
                                  % (w["name"], point["target"], point["concurrency"], log[-800:]), result=result)
+            if w["mix"]:
+                # Per-class figures from vLLM's per-request lists; the generated texts (of random-token
+                # prompts) are dropped: nothing reads them and they would swell results.json.
+                point["classes"] = mix.split(result, w["mix"])
+                result.pop("generated_texts", None)
             point.update(result=result, summary=report.summary(result), engine=figures)
     finally:
         driver.close()

@@ -8,6 +8,12 @@ Latency keys are upper bounds in milliseconds on vLLM's percentile keys (``p90_t
 the per-request ``goodput_*_ms`` thresholds, vLLM's ``--goodput``) and ``output_throughput``.
 ``concurrency`` picks the sweep point the SLO holds at (default: every point), ``workloads`` the
 workloads (default: all). The long-context workload is usually left out of a latency SLO.
+
+A length mix (workloads.py ``mix``): its latency bounds hold for EACH class (short, long ...), on the
+per-class figures mix.py reads from vLLM's per-request output, not on the whole run's percentiles (with
+20 % long prompts, the run's p90 TTFT is a long prompt's). ``classes: {short: {ttft_p90_ms: 500}}`` gives a
+class its own latency bounds, which then replace the top-level ones for that class (``{long: {}}``: no
+latency bound on the long class). Throughput bounds (``min_*``) hold for the whole run.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -30,7 +36,9 @@ BOUNDS = {
     "min_goodput_rps": ("request_goodput", "goodput (requests/s)", "min"),
     "min_output_tps": ("output_throughput", "output throughput (tokens/s)", "min"),
 }
-OTHER_KEYS = ("concurrency", "workloads", "targets", "goodput_ttft_ms", "goodput_tpot_ms", "goodput_e2el_ms")
+OTHER_KEYS = ("concurrency", "workloads", "targets", "goodput_ttft_ms", "goodput_tpot_ms", "goodput_e2el_ms",
+              "classes")
+LATENCY_KEYS = tuple(sorted(k for k, v in BOUNDS.items() if v[2] == "max"))
 
 
 def _number(key, value):
@@ -39,8 +47,28 @@ def _number(key, value):
     return value
 
 
-def validate_slo(slo, workload_names):
-    """Check ``gpufleet_slo``: known keys, numbers, workloads that exist. Returns a plain dict."""
+def _validate_classes(classes, class_names):
+    if not isinstance(classes, dict):
+        raise BenchError("gpufleet_slo.classes must map a mix class to its bounds, e.g. {short: {ttft_p90_ms: 500}}, "
+                         "not %r." % (classes,))
+    for name, bounds in classes.items():
+        where = "gpufleet_slo.classes.%s" % name
+        if class_names is not None and name not in class_names:
+            raise BenchError("%s: no workload's mix has a class %s (classes: %s): use one of those names."
+                             % (where, name, ", ".join(sorted(class_names)) or "none, no workload has a mix"))
+        if not isinstance(bounds, dict):
+            raise BenchError("%s must be a mapping of latency bounds such as {ttft_p90_ms: 500}, not %r."
+                             % (where, bounds))
+        bad = sorted(set(bounds) - set(LATENCY_KEYS))
+        if bad:
+            raise BenchError("%s has key(s) %s: a class takes latency bounds only (%s); throughput bounds hold for "
+                             "the whole run (top level)." % (where, ", ".join(bad), ", ".join(LATENCY_KEYS)))
+        for key, value in bounds.items():
+            _number("classes.%s.%s" % (name, key), value)
+
+
+def validate_slo(slo, workload_names, class_names=None):
+    """Check ``gpufleet_slo``: known keys, numbers, workloads (and mix classes, when known) that exist."""
     if slo in (None, ""):
         return {}
     if not isinstance(slo, dict):
@@ -61,6 +89,8 @@ def validate_slo(slo, workload_names):
     if missing:
         raise BenchError("gpufleet_slo.workloads names %s, which are not workloads (%s)." % (
             missing, ", ".join(workload_names)))
+    if "classes" in out:
+        _validate_classes(out["classes"], class_names)
     if "concurrency" in out and (isinstance(out["concurrency"], bool) or not isinstance(out["concurrency"], int)):
         raise BenchError("gpufleet_slo.concurrency must be one concurrency of the sweep (a whole number).")
     return out
@@ -74,33 +104,54 @@ def _applies(slo, point):
     return "concurrency" not in slo or point["concurrency"] == slo["concurrency"]
 
 
-def check(slo, points):
-    """Violations of ``slo`` over the benchmark points ({workload, target, concurrency, result}).
+def _judged(slo, point):
+    """(figures, {bound key: limit}, class name or None) for each set of figures of ``point`` the SLO judges."""
+    limits = dict((k, slo[k]) for k in BOUNDS if k in slo)
+    if not point.get("classes"):
+        return [((point.get("result") or {}), limits, None)]
+    whole = dict((k, v) for k, v in limits.items() if BOUNDS[k][2] == "min")
+    out = [((point.get("result") or {}), whole, None)] if whole else []
+    for figures in point["classes"]:
+        own = (slo.get("classes") or {}).get(figures["name"])
+        latency = own if own is not None else dict((k, v) for k, v in limits.items() if BOUNDS[k][2] == "max")
+        out.append((figures, latency, figures["name"]))
+    return out
 
-    Returns a list of {slo, limit, measured, workload, target, concurrency, message}; an SLO that no
-    point was measured for (a concurrency outside every sweep) is itself a violation.
+
+def _violation(key, limit, measured, point, klass):
+    what, kind = BOUNDS[key][1:]
+    if measured is not None and (measured <= limit if kind == "max" else measured >= limit):
+        return None
+    workload = point["workload"] + (" (class %s)" % klass if klass else "")
+    message = "SLO %s %s %s missed: measured %s %s on workload %s via %s at concurrency %d" % (
+        key, "<=" if kind == "max" else ">=", limit, what, "(not reported)" if measured is None else round(measured, 3),
+        workload, point["target"], point["concurrency"])
+    violation = dict(slo=key, limit=limit, measured=measured, workload=point["workload"], target=point["target"],
+                     concurrency=point["concurrency"], message=message)
+    violation["class"] = klass
+    return violation
+
+
+def check(slo, points):
+    """Violations of ``slo`` over the benchmark points ({workload, target, concurrency, result[, classes]}).
+
+    Returns a list of {slo, limit, measured, workload, class, target, concurrency, message} (class: the mix
+    class, else None); an SLO that no point was measured for (a concurrency outside every sweep) is itself
+    a violation.
     """
     violations, checked = [], 0
     for point in points:
         if not _applies(slo, point):
             continue
         checked += 1
-        for key, (field, what, kind) in sorted(BOUNDS.items()):
-            if key not in slo:
-                continue
-            measured = (point.get("result") or {}).get(field)
-            bad = measured is None or (measured > slo[key] if kind == "max" else measured < slo[key])
-            if bad:
-                violations.append(dict(
-                    slo=key, limit=slo[key], measured=measured, workload=point["workload"],
-                    target=point["target"], concurrency=point["concurrency"],
-                    message="SLO %s %s %s missed: measured %s %s on workload %s via %s at concurrency %d" % (
-                        key, "<=" if kind == "max" else ">=", slo[key], what,
-                        "(not reported)" if measured is None else round(measured, 3),
-                        point["workload"], point["target"], point["concurrency"])))
+        for figures, limits, klass in _judged(slo, point):
+            for key in sorted(limits):
+                found = _violation(key, limits[key], figures.get(BOUNDS[key][0]), point, klass)
+                if found:
+                    violations.append(found)
     if checked == 0 and any(key in slo for key in BOUNDS):
         message = "SLO applies to no measured point (concurrency %s, workloads %s): add that concurrency to a " \
             "workload's sweep." % (slo.get("concurrency"), slo.get("workloads"))
         violations.append(dict(slo="concurrency", limit=slo.get("concurrency"), measured=None, workload=None,
-                               target=None, concurrency=None, message=message))
+                               target=None, concurrency=None, message=message, **{"class": None}))
     return violations

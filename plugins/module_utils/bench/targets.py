@@ -103,5 +103,6 @@ def setup(instances, nginx_conf="", raw_workloads=None, raw_slo=None, address="1
         dict(url=front_door_url, proxy_read_timeout=None) if front_door_url else {})
     work = workloads.validate_workloads(raw_workloads, facts[0]["max_model_len"], bool(door))
     return dict(targets=targets(instances, address, door.get("url", "")), instance=facts[0], front_door=door,
-                workloads=work, slo=slo.validate_slo(raw_slo, [w["name"] for w in work]),
+                workloads=work, slo=slo.validate_slo(raw_slo, [w["name"] for w in work],
+                                                     [c["name"] for w in work for c in w["mix"] or []]),
                 plan_hash=plan_hash(instances), instance_names=[f["name"] for f in facts])

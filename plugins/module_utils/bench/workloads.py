@@ -11,13 +11,15 @@ used here. Datasets: ``random`` (``--random-input-len``, ``--random-output-len``
 ``--prefix-repetition-num-prefixes``) run from the plain install. ``custom`` (a JSONL) needs pandas
 (``vllm[bench]``: ``CustomDataset.load_data`` calls ``pd.read_json``), which the vllm role does not
 install, so it is not offered. ``random`` always sends ``ignore_eos`` (serve.py sets it for the
-OpenAI-compatible backends), so every request generates exactly ``output_len`` tokens.
+OpenAI-compatible backends), so every request generates exactly ``output_len`` tokens. A length mix
+(``mix``: short and long prompts in one run) uses the ``timed_trace`` dataset: see mix.py.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils.bench import mix as length_mix
 from ansible_collections.gpufleet.vllm.plugins.module_utils.bench.errors import BenchError
 
 DATASETS = ("random", "prefix_repetition")
@@ -40,6 +42,7 @@ _KEYS = {
     "seed": (int, None),
     "targets": (list, None),
     "warmups": (int, 0),
+    "mix": (list, None),
 }
 _WHERE = "gpufleet_workloads"
 
@@ -148,7 +151,10 @@ def validate_workloads(raw, max_model_len, has_front_door=True):
     workloads = []
     for index, item in enumerate(raw):
         w = _fill(index, item)
-        _check_lengths(index, w, max_model_len)
+        if w["mix"] is not None:
+            w.update(dataset="timed_trace", mix=length_mix.validate(index, item, w, max_model_len))
+        else:
+            _check_lengths(index, w, max_model_len)
         _check_sweep(index, w, has_front_door)
         workloads.append(w)
     names = [w["name"] for w in workloads]
@@ -158,6 +164,8 @@ def validate_workloads(raw, max_model_len, has_front_door=True):
 
 
 def _dataset_args(w):
+    if w["mix"] is not None:
+        return length_mix.dataset_args()
     if w["dataset"] == "prefix_repetition":
         return ["--dataset-name", "prefix_repetition",
                 "--prefix-repetition-prefix-len", str(w["prefix_len"]),
@@ -194,6 +202,8 @@ def goodput_args(slo):
 
 def bench_argv(vllm, w, concurrency, base_url, model, tokenizer, result_dir, result_file, slo=None, seed=None):
     """The argv of ``vllm bench serve`` for workload ``w`` at one concurrency against ``base_url``.
+
+    A mix workload's argv has ``{dataset_path}`` where its JSONL goes (runner.Driver.point writes it).
 
     ``seed``: this point's seed (session.plan_points: the workload's seed, or one drawn per run, plus the
     point's index); without it the workload's own.

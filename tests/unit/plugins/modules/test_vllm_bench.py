@@ -140,3 +140,20 @@ def test_errors_name_the_option(monkeypatch, extra, fragment):
 def test_unreachable_instance_is_named(monkeypatch):
     result = run_module(monkeypatch, vllm_bench.main, _args("http://127.0.0.1:9", run="canary"))
     assert result.get("failed") and "Cannot reach http://127.0.0.1:9/tokenize" in result["msg"]
+
+
+def test_check_mode_of_a_length_mix(monkeypatch):
+    workload = dict(name="mix", mix=[dict(share=0.8, input_len=512), dict(share=0.2, input_len="max")], output_len=64,
+                    num_prompts=20, concurrency=[4], targets=["instances"])
+    result = run_module(monkeypatch, vllm_bench.main, _args("http://127.0.0.1:9", workload=workload), check_mode=True)
+    assert not result.get("failed"), result
+    assert [(c["name"], c["input_len"], c["requests"]) for c in result["workload"]["mix"]] == [
+        ("short", 512, 16), ("long", 1984, 4)]
+    (point,) = result["points"]
+    argv = point["argv"]
+    assert (point["target"], argv[argv.index("--dataset-name") + 1], argv[argv.index("--dataset-path") + 1]) == (
+        "tiny-qwen3-0", "timed_trace", "{dataset_path}")
+    assert "--save-detailed" in argv and "--no-self-timed" in argv
+    bad = dict(workload, mix=[dict(share=0.8, input_len=512), dict(share=0.1, input_len=1024)])
+    result = run_module(monkeypatch, vllm_bench.main, _args("http://127.0.0.1:9", workload=bad), check_mode=True)
+    assert result.get("failed") and "the mix's shares sum to 0.9, not 1" in result["msg"]
