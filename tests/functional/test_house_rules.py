@@ -17,6 +17,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "ARCHITECTURE.md"
 MAX_FUNCTION_LINES = 60
 MAX_MODULE_CODE_LINES = 120   # a module's code outside DOCUMENTATION/EXAMPLES/RETURN, blank and comment lines
+MAX_TASK_FILE_LINES = 120     # a role's or a playbook's task file: orchestration, the logic in plugins/
 DOC_BLOCKS = ("DOCUMENTATION", "EXAMPLES", "RETURN")
 
 
@@ -106,6 +107,20 @@ def test_roles_take_shared_decisions_from_common(pattern, rule):
     assert len(files) > 30  # the glob found the roles
     offenders = [p.relative_to(ROOT).as_posix() for p in files if re.search(pattern, p.read_text())]
     assert not offenders, "%s in %s: %s" % (pattern, offenders, rule)
+
+
+def task_files():
+    return sorted(list((ROOT / "roles").glob("*/tasks/*.yml")) + list((ROOT / "playbooks" / "tasks").glob("*.yml")))
+
+
+def test_task_files_are_orchestration():
+    """DEVELOPING.md, house rule 10: no task file under roles/*/tasks/ or playbooks/tasks/ is over 120 lines."""
+    files = task_files()
+    assert len(files) > 40  # the globs found the task files
+    long = dict((p.relative_to(ROOT).as_posix(), len(p.read_text().splitlines())) for p in files)
+    long = dict((name, lines) for name, lines in long.items() if lines > MAX_TASK_FILE_LINES)
+    assert not long, "task files over %d lines (move the logic into a module, or a step into its own file): %s" % (
+        MAX_TASK_FILE_LINES, ", ".join("%s %d" % item for item in sorted(long.items())))
 
 
 def module_code_lines(path):

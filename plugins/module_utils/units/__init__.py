@@ -6,4 +6,7 @@
 - ``render``: one planned instance + the role's settings -> the exact unit text.
 - ``lifecycle``: which files are ours, the shrink guard, the change set, the restart set, and the
   file moves of a rollback. ``plugins/modules/vllm_units.py`` does the I/O around them.
+- ``settings``: the role's settings checks before anything is touched (``vllm_settings_check``).
+- ``venv``: the versioned venv's exact commands and the install's decisions (``vllm_venv``; I/O through an
+  injected ``run(argv)`` and the venv directory).
 """
