@@ -155,15 +155,21 @@ run() {
   podman image exists "$EE_IMAGE" || die "no image $EE_IMAGE: run ./scripts/ee.sh build"
   demo_host
   demo_ssh
+  # ansible-navigator refuses podman without the POSIX message queue folder (it mounts it into the EE);
+  # a machine that is itself a container may lack it.
+  [ -d /dev/mqueue ] || { log "creating /dev/mqueue (ansible-navigator mounts it into the EE)"; mkdir /dev/mqueue; }
   cd "$ROOT" || exit 1
+  # ansible-navigator passes ANSIBLE_* through into the EE: the checkout's paths must not hide the image's.
+  unset ANSIBLE_COLLECTIONS_PATH ANSIBLE_ROLES_PATH
   log "ansible-navigator run gpufleet.vllm.site -i inventories/demo (through $EE_IMAGE; log: $EE_DIR/site.log)"
   t0=$SECONDS
   set +e
   ansible-navigator run gpufleet.vllm.site -i inventories/demo -i "$EE_DIR/inventory-ssh.yml" \
     --mode stdout --ee true --eei "$EE_IMAGE" --pull-policy never --container-engine podman \
     --playbook-artifact-enable false --log-file "$EE_DIR/navigator.log" \
-    --senv ANSIBLE_CALLBACK_RESULT_FORMAT=yaml --senv ANSIBLE_NOCOLOR=1 2>&1 | tee "$EE_DIR/site.log"
-  rc=${PIPESTATUS[0]}
+    --senv ANSIBLE_CALLBACK_RESULT_FORMAT=yaml --senv ANSIBLE_NOCOLOR=1 2>&1 \
+    | perl -pe 's/\e\[K[A-Za-z0-9+\/=]*\e\[\d+D\e\[K//g' | tee "$EE_DIR/site.log"
+  rc=${PIPESTATUS[0]}   # ansible-runner's event markers (base64 between terminal escapes) are taken out above
   set -e
   [ "$rc" = 0 ] || die "site.yml through the EE failed (exit $rc): $EE_DIR/site.log"
   log "site.yml through the EE took $((SECONDS - t0)) s: $(grep -E "^$HOST" "$EE_DIR/site.log" | tail -1 | tr -s ' ')"

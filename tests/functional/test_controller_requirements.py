@@ -186,3 +186,53 @@ def test_readme_reader_plans_every_example(fresh, hub, tmp_path):
     pip_list = json.loads(subprocess.run([str(fresh["venv"] / "bin" / "pip"), "list", "--format", "json"],
                                          capture_output=True, text=True, check=True).stdout)
     assert not {"vllm", "torch", "pynvml", "nvidia-ml-py"} & {p["name"].lower() for p in pip_list}
+
+
+def _pin(name):
+    """The `name==version` line requirements-dev.txt pins, as written there."""
+    line = _requirement_names((ROOT / "requirements-dev.txt").read_text())[name]
+    assert re.match(r"^[A-Za-z0-9_.-]+==[0-9][0-9A-Za-z.]*$", line), line
+    return line
+
+
+def test_execution_environment_follows_the_declared_requirements():
+    """execution-environment.yml (issue 30 item 2) carries what the project declares: the controller's
+    ansible-core pin, requirements.txt, bindep.txt, this collection at galaxy.yml's version, every collection
+    the roles and playbooks call (at the bundle's version, inside galaxy.yml's range) - and scripts/ee.sh
+    fills the context with the same names. The image build itself (~2-5 min cold) is scripts/ee.sh, not here."""
+    from packaging.specifiers import SpecifierSet
+
+    ee = yaml.safe_load((ROOT / "execution-environment.yml").read_text())
+    galaxy = yaml.safe_load((ROOT / "galaxy.yml").read_text())
+    deps = ee["dependencies"]
+    assert ee["version"] == 3
+    assert deps["python"] == "requirements.txt" and deps["system"] == "bindep.txt", deps
+    assert deps["ansible_core"] == {"package_pip": _pin("ansible_core")}, deps["ansible_core"]
+    assert deps["ansible_runner"] == {"package_pip": _pin("ansible_runner")}, deps["ansible_runner"]
+    entries = deps["galaxy"]["collections"]
+    assert entries[0] == {"name": "collections/gpufleet-vllm-%s.tar.gz" % galaxy["version"], "type": "file"}, entries[0]
+    bundled = {}
+    for entry in entries[1:]:
+        match = re.match(r"^collections/([a-z_0-9]+)-([a-z_0-9]+)-([0-9.]+)$", entry["name"])
+        assert match and entry["type"] == "dir", entry
+        bundled["%s.%s" % match.group(1, 2)] = match.group(3)
+    site = pathlib.Path(sys.executable).parent.parent / "lib" / ("python%d.%d" % sys.version_info[:2]) / "site-packages"
+    for fqcn, version in bundled.items():
+        manifest = json.loads((site / "ansible_collections" / fqcn.replace(".", "/") / "MANIFEST.json").read_text())
+        assert manifest["collection_info"]["version"] == version, (fqcn, version, "the ansible bundle in requirements-dev.txt has",
+                                                                 manifest["collection_info"]["version"])
+        for dep, spec in manifest["collection_info"]["dependencies"].items():
+            assert dep in bundled and SpecifierSet(spec.replace(" ", "")).contains(bundled[dep]), (fqcn, dep, spec)
+    for dep, spec in galaxy["dependencies"].items():
+        assert dep in bundled and SpecifierSet(spec.replace(" ", "")).contains(bundled[dep]), (dep, spec, bundled)
+    called = set()
+    for path in list((ROOT / "roles").rglob("*.yml")) + list((ROOT / "playbooks").rglob("*.yml")):
+        called |= set(re.findall(r"\b((?:ansible|community|grafana|containers)\.[a-z_0-9]+)\.[a-z_0-9]+\b", path.read_text()))
+    called -= {"ansible.builtin"}
+    assert called and called <= set(bundled), "collections the roles/playbooks call but the EE lacks: %s" % sorted(called - set(bundled))
+    script = (ROOT / "scripts" / "ee.sh").read_text()
+    assert set(re.search(r'^BUNDLE_COLLECTIONS="([^"]+)"', script, re.M).group(1).split()) == set(bundled), bundled
+    assert ee["images"]["base_image"]["name"] in script
+    assert 'EE_IMAGE="%s"' % ee["options"]["tags"][0] in script
+    assert ee["options"]["tags"] == ["localhost/gpufleet-ee:%s" % galaxy["version"]], ee["options"]["tags"]
+    assert ee["additional_build_files"] == [{"src": "build/ee/collections", "dest": "collections"}]
