@@ -219,8 +219,8 @@ def test_execution_environment_follows_the_declared_requirements():
     site = pathlib.Path(sys.executable).parent.parent / "lib" / ("python%d.%d" % sys.version_info[:2]) / "site-packages"
     for fqcn, version in bundled.items():
         manifest = json.loads((site / "ansible_collections" / fqcn.replace(".", "/") / "MANIFEST.json").read_text())
-        assert manifest["collection_info"]["version"] == version, (fqcn, version, "the ansible bundle in requirements-dev.txt has",
-                                                                 manifest["collection_info"]["version"])
+        found = manifest["collection_info"]["version"]
+        assert found == version, (fqcn, version, "the ansible bundle in requirements-dev.txt has", found)
         for dep, spec in manifest["collection_info"]["dependencies"].items():
             assert dep in bundled and SpecifierSet(spec.replace(" ", "")).contains(bundled[dep]), (fqcn, dep, spec)
     for dep, spec in galaxy["dependencies"].items():
