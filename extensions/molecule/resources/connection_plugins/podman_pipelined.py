@@ -68,7 +68,11 @@ import tempfile
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_bytes, to_native
 from ansible.plugins.connection import ConnectionBase
+from ansible.utils.display import Display
 from ansible_collections.containers.podman.plugins.connection.podman import Connection as PodmanConnection
+
+
+display = Display()
 
 
 class Connection(PodmanConnection):
@@ -113,6 +117,7 @@ class Connection(PodmanConnection):
         pid, env = target
         local = ["nsenter", "--target", str(pid), "--mount", "--uts", "--ipc", "--net", "--pid", "--root", "--wd", "--"]
         local += ["/usr/bin/env", "-i"] + env + argv
+        display.vvv("RUN %s" % (local,), host=self._container_id)  # as the stock plugin shows its podman calls
         proc = subprocess.Popen([to_bytes(a, errors="surrogate_or_strict") for a in local], shell=False,
                                 stdin=stdin if stdin is not None else subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -131,6 +136,7 @@ class Connection(PodmanConnection):
             self._mount_once()
             return PodmanConnection.put_file(self, in_path, out_path)
         ConnectionBase.put_file(self, in_path, out_path)
+        display.vvv("PUT %s TO %s" % (in_path, out_path), host=self._container_id)
         with open(in_path, "rb") as handle:
             rc, _out, err = self._nsenter(target, ["/bin/sh", "-c", 'cat > "$0"', out_path], stdin=handle)
         if rc != 0:
@@ -143,6 +149,7 @@ class Connection(PodmanConnection):
             self._mount_once()
             return PodmanConnection.fetch_file(self, in_path, out_path)
         ConnectionBase.fetch_file(self, in_path, out_path)
+        display.vvv("FETCH %s TO %s" % (in_path, out_path), host=self._container_id)
         rc, out, err = self._nsenter(target, ["/bin/cat", "--", in_path])
         if rc != 0:
             raise AnsibleError("Failed to fetch %s from container %s: %s" % (in_path, self._container_id, to_native(err)))
