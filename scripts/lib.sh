@@ -14,6 +14,26 @@ AT_ROOT="$AT_PARENT/ansible_collections/gpufleet/vllm"
 log() { printf '\033[1;34m==> %s\033[0m\n' "$*" >&2; }
 die() { printf '\033[1;31mERROR: %s\033[0m\n' "$*" >&2; exit 1; }
 
+# demo_host_up HOST WHEELHOUSE: the demo's throwaway systemd host (scripts/demo.sh, scripts/ee.sh), created
+# when missing with the CPU wheelhouse and the tiny model mounted read-only, started, and booted.
+demo_host_up() {
+  local host="$1" wheelhouse="$2" state
+  if ! podman container exists "$host"; then
+    log "creating the demo host $host"
+    # --shm-size: vLLM's processes share a 160 MiB ring buffer in /dev/shm (podman's default: 64 MiB).
+    podman run -d --name "$host" --hostname "$host" --systemd=always --privileged --shm-size=1g \
+      -v "$wheelhouse:/srv/wheelhouse:ro" -v "$ROOT/tests/fixtures/tiny-qwen3:/srv/seed:ro" \
+      "$IMAGE" /sbin/init >/dev/null
+  fi
+  podman start "$host" >/dev/null
+  for _ in $(seq 60); do
+    state=$(podman exec "$host" systemctl is-system-running 2>/dev/null || true)
+    case "$state" in running|degraded) return 0 ;; esac
+    sleep 1
+  done
+  die "the demo host $host did not boot (podman logs $host)"
+}
+
 activate_venv() {
   [ -x "$VENV/bin/ansible-playbook" ] || die "no project venv at $VENV: run ./scripts/setup.sh"
   export PATH="$VENV/bin:$PATH" VIRTUAL_ENV="$VENV"
