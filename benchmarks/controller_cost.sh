@@ -5,6 +5,7 @@
 # (the suite's nsenter connection runs every module as the controller's own child, which would count the hosts'
 # work as the controller's). vLLM is the TEST STAND-IN wheel and the GPUs the FAKE NVML (two H200s a host), as in
 # the fleet scenario: the controller does the same work per task whatever the host runs.
+# Settings: Ansible's defaults, fact caching (gathering smart + jsonfile) and the free strategy, at 8 hosts and forks 16.
 # Controller CPU = user + system seconds of ansible-playbook and all its children (forks, ssh clients), from
 # /usr/bin/time, plus the ssh ControlPersist masters it leaves running (read from /proc, then stopped, so every run
 # starts its connections afresh); the modules themselves run inside the containers, not counted. The hosts share
@@ -102,10 +103,21 @@ print(round(total, 2))
 EOF
 }
 
-measure() {  # measure LABEL N FORKS PIPELINING PLAYBOOK: one run; appends "label n forks pipelining wall cpu" to runs.txt
-  local label="$1" n="$2" forks="$3" pipelining="$4" playbook="$5" out wall user sys masters
-  out="$WORK/run-$label-$n-$forks-$pipelining.log"
-  ANSIBLE_PIPELINING="$pipelining" /usr/bin/time -f '%e %U %S' -o "$WORK/time.txt" \
+variant_env() {  # variant_env VARIANT: the environment one variant of Ansible's settings runs with
+  case "$1" in
+    default) echo "ANSIBLE_GATHERING=implicit" ;;
+    # gathering smart + a jsonfile cache: a play gathers only for hosts whose cached facts are missing or expired
+    factcache) echo "ANSIBLE_GATHERING=smart ANSIBLE_CACHE_PLUGIN=jsonfile ANSIBLE_CACHE_PLUGIN_CONNECTION=$WORK/facts ANSIBLE_CACHE_PLUGIN_TIMEOUT=86400" ;;
+    free) echo "ANSIBLE_GATHERING=implicit ANSIBLE_STRATEGY=free" ;;
+    *) die "variant_env: unknown variant $1" ;;
+  esac
+}
+
+measure() {  # measure LABEL N FORKS PIPELINING PLAYBOOK [VARIANT]: one run; appends "label n forks pipelining variant wall cpu" to runs.txt
+  local label="$1" n="$2" forks="$3" pipelining="$4" playbook="$5" variant="${6:-default}" out wall user sys masters
+  out="$WORK/run-$label-$n-$forks-$pipelining-$variant.log"
+  # shellcheck disable=SC2046  # the variant's settings are words by design
+  env $(variant_env "$variant") ANSIBLE_PIPELINING="$pipelining" /usr/bin/time -f '%e %U %S' -o "$WORK/time.txt" \
     ansible-playbook -i "$WORK/hosts.yml" "$playbook" --limit "$(limit_of "$n")" --forks "$forks" >"$out" 2>&1 \
     || die "$label on $n hosts failed: see $out"
   # A no-change run must change nothing on any host (the figure is the cost of checking, not of changing).
@@ -114,8 +126,8 @@ measure() {  # measure LABEL N FORKS PIPELINING PLAYBOOK: one run; appends "labe
   fi
   read -r wall user sys <"$WORK/time.txt"
   masters=$(ssh_masters_cpu)  # ssh's encryption runs in these: part of the controller's cost
-  echo "$label $n $forks $pipelining $wall $(python3 -c "print(round($user + $sys + $masters, 2))")" >>"$WORK/runs.txt"
-  log "$label: $n hosts, forks $forks, pipelining $pipelining: ${wall} s wall, $(tail -1 "$WORK/runs.txt" | cut -d' ' -f6) s controller CPU"
+  echo "$label $n $forks $pipelining $variant $wall $(python3 -c "print(round($user + $sys + $masters, 2))")" >>"$WORK/runs.txt"
+  log "$label: $n hosts, forks $forks, pipelining $pipelining, $variant: ${wall} s wall, $(tail -1 "$WORK/runs.txt" | cut -d' ' -f7) s controller CPU"
 }
 
 ssh_image
@@ -127,6 +139,10 @@ ansible-playbook -i "$WORK/hosts.yml" gpufleet.vllm.site --forks "$max" >"$WORK/
   || die "site.yml failed on the benchmark hosts: see $WORK/converge.log"
 
 : >"$WORK/runs.txt"
+rm -rf "$WORK/facts"  # fill the fact cache once, unmeasured: the factcache rows are warm-cache runs
+# shellcheck disable=SC2046
+env $(variant_env factcache) ansible-playbook -i "$WORK/hosts.yml" gpufleet.vllm.site --forks "$max" >"$WORK/factcache-fill.log" 2>&1 \
+  || die "filling the fact cache failed: see $WORK/factcache-fill.log"
 for r in $(seq "$repeats"); do
   for n in $hosts_list; do
     measure site "$n" 5 1 gpufleet.vllm.site
@@ -135,6 +151,8 @@ for r in $(seq "$repeats"); do
   measure site "$max" 16 1 gpufleet.vllm.site
   measure site "$max" 16 0 gpufleet.vllm.site
   measure preflight "$max" 16 1 "$ROOT/playbooks/preflight.yml"
+  measure site "$max" 16 1 gpufleet.vllm.site factcache
+  measure site "$max" 16 1 gpufleet.vllm.site free
   log "repeat $r of $repeats done"
 done
 
@@ -143,30 +161,30 @@ import json, statistics, sys
 runs = [line.split() for line in open(sys.argv[1]) if line.strip()]
 cores = int(sys.argv[3])
 groups = {}
-for label, n, forks, pipe, wall, cpu in runs:
-    groups.setdefault((label, int(n), int(forks), pipe), []).append((float(wall), float(cpu)))
+for label, n, forks, pipe, variant, wall, cpu in runs:
+    groups.setdefault((label, int(n), int(forks), pipe, variant), []).append((float(wall), float(cpu)))
 rows = []
-for (label, n, forks, pipe), vals in sorted(groups.items()):
+for (label, n, forks, pipe, variant), vals in sorted(groups.items()):
     wall = statistics.median(v[0] for v in vals)
     cpu = statistics.median(v[1] for v in vals)
-    rows.append(dict(playbook=label, hosts=n, forks=forks, pipelining=pipe == "1", wall_s=round(wall, 1),
+    rows.append(dict(playbook=label, hosts=n, forks=forks, pipelining=pipe == "1", variant=variant, wall_s=round(wall, 1),
                      controller_cpu_s=round(cpu, 1), cpu_per_host_s=round(cpu / n, 2), runs=len(vals)))
 # Per-host slope of controller CPU between the smallest and largest host counts at forks 5: the fixed start-up cost
 # (parsing, inventory, plugin loading) drops out, what is left grows with the fleet.
 proj = {}
 for label in ("site", "preflight"):
-    pts = sorted((r["hosts"], r["controller_cpu_s"]) for r in rows if r["playbook"] == label and r["forks"] == 5 and r["pipelining"])
+    pts = sorted((r["hosts"], r["controller_cpu_s"]) for r in rows if r["playbook"] == label and r["forks"] == 5 and r["pipelining"] and r["variant"] == "default")
     if len(pts) >= 2 and pts[-1][0] > pts[0][0]:
         slope = (pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0])
         fixed = pts[0][1] - slope * pts[0][0]
         proj[label] = dict(cpu_per_host_s=round(slope, 2), fixed_cpu_s=round(fixed, 1),
                            cpu_100_hosts_s=round(fixed + 100 * slope), cpu_1000_hosts_s=round(fixed + 1000 * slope))
 json.dump(dict(cores=cores, rows=rows, projection=proj), open(sys.argv[2], "w"), indent=2)
-print("| playbook | hosts | forks | pipelining | wall (s) | controller CPU (s) | CPU per host (s) | runs |")
-print("|---|---|---|---|---|---|---|---|")
+print("| playbook | hosts | forks | pipelining | settings | wall (s) | controller CPU (s) | CPU per host (s) | runs |")
+print("|---|---|---|---|---|---|---|---|---|")
 for r in rows:
-    print("| %s | %d | %d | %s | %.1f | %.1f | %.2f | %d |" % (r["playbook"], r["hosts"], r["forks"], "on" if r["pipelining"] else "off",
-                                                        r["wall_s"], r["controller_cpu_s"], r["cpu_per_host_s"], r["runs"]))
+    print("| %s | %d | %d | %s | %s | %.1f | %.1f | %.2f | %d |" % (r["playbook"], r["hosts"], r["forks"], "on" if r["pipelining"] else "off",
+                                                        r["variant"], r["wall_s"], r["controller_cpu_s"], r["cpu_per_host_s"], r["runs"]))
 print()
 for label, p in proj.items():
     print("%s: %.2f CPU-s per host + %.1f fixed; 100 hosts ~ %d CPU-s, 1000 hosts ~ %d CPU-s of controller (%d cores here)"
