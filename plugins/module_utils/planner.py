@@ -223,7 +223,8 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     instances = _instances(c, groups, {"hf_overrides": c.hf_overrides, "kv_transfer_config": kv_transfer})
     if c.nodes > 1 and instances:
         instances[0]["nodes"] = mn.node_commands(instances[0]["argv"], c.nodes, c.p.get("master_addr") or "",
-                                                 c.p.get("master_port") or mn.DEFAULT_MASTER_PORT)
+                                                 c.p.get("master_port") or mn.DEFAULT_MASTER_PORT,
+                                                 backend=c.p.get("distributed_executor_backend") or "mp")
         instances[0]["argv"] = instances[0]["nodes"][0]["argv"]
     cap["model"] = _model_summary(c.cfg, c.family)
     cap["platform"] = "cpu" if c.cpu else "cuda"
@@ -281,7 +282,7 @@ def _layout_and_hardware(c):
     pp = p.get("pipeline_parallel_size") or 1
     hw = normalize_gpus(fam.expand_gpus(p["gpus"])) if p.get("gpus") else None
     c.nodes, tp, pp, c.per_host, nf = _group_over_hosts(c, tp, pp, hw)
-    c.findings += nf
+    c.findings += nf + mn.ray_findings(p.get("distributed_executor_backend") or "mp", c.nodes, c.cpu)
     if tp == "auto":
         tp = _auto_tp(c.cfg, hw, c.weights_total, pp)
         c.findings.append(_f("info", "auto_tp", "tensor_parallel_size auto -> %d" % tp, "set it explicitly to pin it"))
@@ -570,8 +571,12 @@ def _gib(v):
 
 
 def _over_hosts(result):
-    nodes = [len(i["nodes"]) for i in result["instances"] if i.get("nodes")]
-    return ", over %d hosts (vLLM multi-node, one `vllm serve` per host)" % nodes[0] if nodes else ""
+    groups = [i["nodes"] for i in result["instances"] if i.get("nodes")]
+    if not groups:
+        return ""
+    if any(n.get("ray_worker") for n in groups[0]):
+        return ", over %d hosts (Ray: one `vllm serve` on the head, a Ray worker on each other host)" % len(groups[0])
+    return ", over %d hosts (vLLM multi-node, one `vllm serve` per host)" % len(groups[0])
 
 
 def _numa_words(inst):
@@ -612,6 +617,9 @@ def summary(result, tp, pp):
         lines.append("%-26s %s, NUMA %s, port %d" % ("instance " + inst["name"], where, numa, inst["port"]))
         # Shell-quoted for reading and copy-paste; the argv itself stays a list.
         for node in inst.get("nodes") or [{"argv": inst["argv"]}]:
+            if node.get("ray_worker"):
+                lines.append("  node %d (Ray worker: the vllm role's Ray unit, no vllm serve)" % node["node_rank"])
+                continue
             if "node_rank" in node:
                 lines.append("  node %d (%s):" % (node["node_rank"], "headless" if node["headless"] else "head, serves the API"))
             lines.append("  " + " ".join(shlex.quote(arg) for arg in node["argv"]))

@@ -127,6 +127,7 @@ probe:
   type: dict
   contains:
     vllm_version: {description: "The version of O(package) in O(venv), or null.", type: str, returned: with O(venv)}
+    ray_version: {description: "The version of Ray in O(venv) (the Ray backend), or null.", type: str, returned: with O(venv)}
     venv_digest: {description: "SHA-256 of the sorted C(name==version) list of the venv's distributions.", type: str, returned: with O(venv)}
     model_digest: {description: "SHA-256 of the sorted C(path size) list of the model files.", type: str, returned: with O(model_dir)}
     model_files: {description: "How many files the model directory holds.", type: int, returned: with O(model_dir)}
@@ -178,7 +179,8 @@ def _probe(module):
     probe = {"fabric_manager_version": _fabric_manager_version(module), "shm_bytes": gp.shm_bytes()}
     if p["venv"]:
         dists = gp.venv_distributions(p["venv"])
-        probe.update(vllm_version=gp.distribution_version(dists, p["package"]), venv_digest=gp.digest(dists))
+        probe.update(vllm_version=gp.distribution_version(dists, p["package"]), ray_version=gp.distribution_version(dists, "ray"),
+                     venv_digest=gp.digest(dists))
     if p["model_dir"]:
         files = gp.tree_listing(p["model_dir"])
         probe.update(model_digest=gp.digest(files), model_files=len(files), manifest_digest=gp.manifest_digest(p["model_dir"]))

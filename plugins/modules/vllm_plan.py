@@ -77,7 +77,7 @@ options:
     default: 1
   nodes:
     description:
-      - Hosts one instance spans (vLLM's own multi-node launch, C(--nnodes); no Ray). O(gpus) then describes one
+      - Hosts one instance spans (vLLM's own multi-node launch, C(--nnodes); or Ray, O(distributed_executor_backend)). O(gpus) then describes one
         host; all hosts must be alike (the roles check it). Set O(tensor_parallel_size) to the GPUs per host and
         O(pipeline_parallel_size) to the hosts (vLLM's documented layout; C(auto) picks exactly that).
       - Each host gets its own command line in C(nodes) of the one entry of RV(instances) - C(--nnodes), C(--node-rank),
@@ -93,6 +93,16 @@ options:
     description: With O(nodes) > 1, the port the head listens on for the other hosts (C(--master-port), vLLM's default 29501).
     type: int
     default: 29501
+  distributed_executor_backend:
+    description:
+      - With O(nodes) > 1, how the ranks on other hosts are started. C(mp) - vLLM's own multi-node launch, one
+        C(vllm serve) per host. C(ray) - only the head runs C(vllm serve), with C(--distributed-executor-backend ray),
+        and vLLM's Ray executor places the ranks on the nodes of a Ray cluster the group runs (the vllm role's
+        C(vllm_cluster_backend) ray); the other entries of C(nodes) have C(ray_worker) true and no argv.
+      - C(ray) is refused on platform C(cpu) (vLLM's CPU build cannot run its Ray executor) and without a group.
+    type: str
+    choices: [mp, ray]
+    default: mp
   instances:
     description: Instances per host, or C(auto) to pack as many TP x PP groups as fit (NVLink islands first, inside NUMA nodes).
     type: raw
@@ -282,7 +292,8 @@ instances:
     - With O(platform=cpu) an instance has C(platform=cpu), no C(cuda_visible_devices), and C(environment)
       (C(VLLM_CPU_KVCACHE_SPACE)) for its unit.
     - With O(nodes) > 1 the one instance also has C(nodes), a list of C({node_rank, headless, argv}) - the command
-      line of each host, rank 0 first; C(argv) is rank 0's.
+      line of each host, rank 0 first; C(argv) is rank 0's. With O(distributed_executor_backend=ray) the entries
+      above rank 0 have C(ray_worker=true) and an empty C(argv) (those hosts run a Ray worker only).
   returned: success
   type: list
   elements: dict
@@ -374,6 +385,7 @@ ARGUMENT_SPEC = dict(
     nodes=dict(type="int", default=1),
     master_addr=dict(type="str"),
     master_port=dict(type="int", default=29501),
+    distributed_executor_backend=dict(type="str", default="mp", choices=["mp", "ray"]),
     served_model_name=dict(type="str"),
     host=dict(type="str", default="127.0.0.1"),
     port_base=dict(type="int", default=8000),

@@ -120,3 +120,22 @@ def test_planner_rules_match_real_vllm(collection_path, vllm_python, tmp_path):
     assert results[-1]["max_model_len"] == 131072
     assert set(report["tool_parsers"]) == set(va.TOOL_PARSERS)
     assert set(report["reasoning_parsers"]) == set(va.REASONING_PARSERS)
+
+
+def test_ray_backend_head_argv_passes_real_vllm(collection_path, vllm_python, tmp_path):
+    """The two-host example on Ray (vllm_cluster_backend: ray): the head's one command line, with
+    --distributed-executor-backend ray and no per-host launch flags, is what vLLM 0.33.0 accepts."""
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build_plan
+    with open(os.path.join(ROOT, "inventories", "examples", "h200x8x2", "group_vars", "all.yml")) as fh:
+        gv = yaml.safe_load(fh)
+    model = config_only_dir(tmp_path, gv["gpufleet_model_id"])
+    with open(os.path.join(model, "config.json")) as fh:
+        raw = json.load(fh)
+    p = dict(gv["gpufleet_serving"], gpus=gv["gpufleet_hardware"], distributed_executor_backend="ray")
+    result = build_plan(p, raw, model)
+    assert [f for f in result["findings"] if f["level"] == "error"] == []
+    nodes = result["instances"][0]["nodes"]
+    assert [n["argv"] for n in nodes[1:]] == [[]]
+    (res,) = check(vllm_python, [nodes[0]["argv"]])["results"]
+    assert res["ok"], (res.get("error"), res.get("trace"))
+    assert res["tp"] == 8 and res["max_model_len"] == gv["gpufleet_serving"]["max_model_len"]

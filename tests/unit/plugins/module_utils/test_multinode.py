@@ -152,3 +152,46 @@ def test_cpu_group_is_one_rank_per_host_and_its_kv_line_is_the_real_engines():
 ])
 def test_cpu_group_refusals(changes, code):
     assert code in codes(cpu_group(**changes), "error")
+
+
+# The Ray executor (issue 30, item 3): only the head runs vllm serve; refused on CPU and without a group.
+def test_ray_backend_head_argv_and_ray_workers():
+    out = mn.node_commands(["vllm", "serve", "/m", "--tensor-parallel-size", "8", "--pipeline-parallel-size", "2"],
+                           2, "10.0.0.1", backend="ray")
+    assert out[0] == {"node_rank": 0, "headless": False,
+                      "argv": ["vllm", "serve", "/m", "--tensor-parallel-size", "8", "--pipeline-parallel-size", "2",
+                               "--distributed-executor-backend", "ray"]}
+    assert out[1] == {"node_rank": 1, "headless": True, "ray_worker": True, "argv": []}
+    assert not [a for a in out[0]["argv"] if a in ("--nnodes", "--node-rank", "--master-addr", "--headless")]
+
+
+# (backend, nodes, cpu) -> finding codes
+RAY_RULES = [
+    (("mp", 2, True), []),
+    (("ray", 2, False), []),
+    (("ray", 2, True), ["ray_executor_on_cpu"]),
+    (("ray", 1, False), ["ray_without_group"]),
+]
+
+
+@pytest.mark.parametrize("given,codes", RAY_RULES, ids=[str(r[0]) for r in RAY_RULES])
+def test_ray_findings(given, codes):
+    assert [f["code"] for f in mn.ray_findings(*given)] == codes
+
+
+def test_two_hosts_on_ray_plan_one_vllm_serve_on_the_head():
+    result = build_plan(params(distributed_executor_backend="ray"), qwen3_235b(), "/srv/models/Qwen3-235B-A22B")
+    assert codes(result, "error") == []
+    inst = result["instances"][0]
+    argv = inst["argv"]
+    assert argv[argv.index("--distributed-executor-backend") + 1] == "ray" and "--nnodes" not in argv
+    assert inst["nodes"][1]["ray_worker"] and inst["nodes"][1]["argv"] == []
+    assert "over 2 hosts (Ray: one `vllm serve` on the head" in result["summary"]
+    assert "node 1 (Ray worker: the vllm role's Ray unit, no vllm serve)" in result["summary"]
+    # The KV figures are the group's either way: the backend changes who starts the ranks, not what they hold.
+    assert result["capacity"]["num_blocks"] == build_plan(params(), qwen3_235b(), "/m")["capacity"]["num_blocks"]
+
+
+def test_cpu_group_on_ray_is_refused_with_vllms_reason():
+    found = [f for f in cpu_group(distributed_executor_backend="ray")["findings"] if f["code"] == "ray_executor_on_cpu"]
+    assert found and "current platform cpu does not support ray" in found[0]["message"]
