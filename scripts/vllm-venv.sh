@@ -15,6 +15,10 @@ PY="${GPUFLEET_PYTHON:-python3}"
 log() { printf '==> %s\n' "$*" >&2; }
 die() { printf 'ERROR: %s\n' "$*" >&2; exit 1; }
 
+# One builder at a time: pytest's two workers may both ask for the venv on a fresh machine.
+mkdir -p "$(dirname "$VENV")"
+exec 9>"$VENV.lock"
+flock 9
 STAMP="$VENV/.gpufleet-complete-vllm-$VLLM_VERSION"
 # Ray too: vLLM checks that Ray imports when a command line says --distributed-executor-backend ray (the vllm
 # role's Ray backend). Its own stamp, so a venv built before it gets Ray added once (about 80 MB).

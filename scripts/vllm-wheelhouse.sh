@@ -20,6 +20,10 @@ die() { printf 'ERROR: %s\n' "$*" >&2; exit 1; }
 [ "$(uname -m)" = x86_64 ] || die "the wheelhouse is built for x86_64 (uname -m says $(uname -m))"
 
 mkdir -p "$WHEELHOUSE"
+# One filler at a time: scripts/test.sh starts this in the background while pytest's workers may call it too
+# (through scripts/vllm-venv.sh); a second caller waits here and then finds the stamp.
+exec 9>"$WHEELHOUSE/.lock"
+flock 9
 STAMP="$WHEELHOUSE/.complete-vllm-$VLLM_VERSION"
 if [ -f "$STAMP" ]; then
   log "wheelhouse for vLLM $VLLM_VERSION already complete: $WHEELHOUSE"
