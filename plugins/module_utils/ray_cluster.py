@@ -125,10 +125,9 @@ def node_findings(nodes, members, gpus_per_host):
     for member in members:
         node = alive.get(member["address"])
         if node is None:
-            dead = [n for n in table if n["address"] == member["address"]]
+            state = "dead" if [n for n in table if n["address"] == member["address"]] else "not a node"
             out.append(_finding(member["host"], "ray_node_missing",
-                                "%s (%s) is %s in the Ray cluster" % (member["host"], member["address"],
-                                                                     "dead" if dead else "not a node"),
+                                "%s (%s) is %s in the Ray cluster" % (member["host"], member["address"], state),
                                 "start its Ray worker (systemctl status vllm-ray.service on %s: the head's address and port, "
                                 "the token file, the same Ray version)" % member["host"]))
         elif node["gpus"] < int(gpus_per_host):

@@ -17,7 +17,8 @@ HOSTS = ["gpu-a", "gpu-b"]
 
 
 def probe(host, rank, **changes):
-    base = {"host": host, "node_rank": rank, "vllm_version": "0.33.0", "ray_version": "2.60.0", "venv_digest": "v1", "model_digest": "m1", "manifest_digest": "s1",
+    base = {"host": host, "node_rank": rank, "vllm_version": "0.33.0", "ray_version": "2.60.0", "venv_digest": "v1",
+            "model_digest": "m1", "manifest_digest": "s1",
             "driver_version": "580.65.06", "fabric_manager_version": "580.65.06", "gpu_count": 8, "gpu_name": ["NVIDIA H200"],
             "mig_enabled": [], "interface": {"name": "ens1", "up": True, "address": "10.0.0.%d" % (rank + 1)},
             "reach": {} if rank == 0 else {"29501": "ok"}, "shm_bytes": 64 << 30,
