@@ -17,14 +17,19 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = sorted(p.name for p in (ROOT / "inventories" / "examples").iterdir() if (p / "hosts.yml").exists())
 
 
-def run_preflight(inventory, model_dir, venv_bin, collections):
+# The commit the user pins after plan.yml printed it (any 40 hex characters: preflight only checks the form).
+PINNED = "0123456789abcdef0123456789abcdef01234567"
+
+
+def run_preflight(inventory, model_dir, venv_bin, collections, revision=PINNED):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(collections), ANSIBLE_NOCOLOR="1",
                ANSIBLE_ROLES_PATH=str(ROOT / "roles"))
     return subprocess.run(
         [str(venv_bin / "ansible-playbook"), "-i", str(inventory), str(ROOT / "playbooks" / "preflight.yml"),
          "--tags", "plan", "--check",
          "-e", "ansible_connection=local", "-e", f"ansible_python_interpreter={sys.executable}",
-         "-e", "ansible_become=false", "-e", f"gpufleet_model_dir={model_dir}"],
+         "-e", "ansible_become=false", "-e", f"gpufleet_model_dir={model_dir}",
+         "-e", f"gpufleet_model_revision={revision}"],
         capture_output=True, text=True, env=env, check=False, timeout=600,
     )
 
@@ -66,3 +71,16 @@ def test_preflight_reports_plan_errors(tmp_path, venv_bin, installed_collection)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "Plan:" in out and "tensor_parallel_size" in out, out[-4000:]
+
+
+def test_preflight_reports_the_unpinned_revision(tmp_path, venv_bin, installed_collection):
+    """The finding site.yml stops on before any change, reported by preflight with the plan still shown."""
+    inventory = ROOT / "inventories" / "examples" / "h100x4"
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    shutil.copy(ROOT / "tests" / "fixtures" / "model-configs" / "Qwen__Qwen3-32B.config.json", model_dir / "config.json")
+    proc = run_preflight(inventory, model_dir, venv_bin, installed_collection, revision="")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "Inventory: Inventory of gpuh100-01, nothing was changed: gpufleet_model_revision is" in out, out[-3000:]
+    assert f"vllm serve {model_dir}" in out
