@@ -29,6 +29,8 @@ __metaclass__ = type
 import json
 import re
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils import cli_flags
+
 MULTINODE_FLAGS = ("--num-nodes", "--nnodes", "-n", "--node-rank", "--master-addr", "--master-port", "--headless")
 _DECIMAL = {"k": 10 ** 3, "m": 10 ** 6, "g": 10 ** 9, "t": 10 ** 12}
 _BINARY = {"K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}
@@ -123,9 +125,9 @@ def _limit_mm(p, findings):
 
 
 def _multinode(p, findings):
-    args = [str(a).split("=", 1)[0] for a in (p.get("extra_args") or [])]
+    found = [flag for _i, _word, flag in cli_flags.guarded_words([str(a) for a in (p.get("extra_args") or [])], MULTINODE_FLAGS)]
     for flag in MULTINODE_FLAGS:
-        if flag in args:
+        if flag in found:  # as argparse reads it: --node-r is --node-rank (cli_flags)
             what = "vLLM has no --num-nodes (its multi-host flag is --nnodes)" if flag == "--num-nodes" else \
                 "%s is rendered per host by the planner" % flag
             findings.append(_finding("error", "multinode_flag_in_extra_args", "extra_args has %s: %s" % (flag, what),

@@ -15,6 +15,7 @@ __metaclass__ = type
 
 import json
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils import cli_flags
 from ansible_collections.gpufleet.vllm.plugins.module_utils import releases as R
 
 # ToolParserManager / ReasoningParserManager registries of vLLM 0.33.0 (vllm/tool_parsers/__init__.py,
@@ -71,37 +72,33 @@ def finding(level, code, message, fix):
     return {"level": level, "code": code, "message": message, "fix": fix}
 
 
-def _prefix_of(flag, secrets):
-    """The secret flag ``flag`` abbreviates (argparse prefix matching), or None."""
-    for full in secrets:
-        if len(flag) > 3 and full.startswith(flag) and flag != full:
-            return full
-    return None
+SECRET_FLAGS = ("--api-key", "--hf-token")
 
 
 def check_extra_args(extra_args):
-    """Findings for extra args: removed flags and secrets are errors, planner-owned flags are errors."""
+    """Findings for extra args: removed flags and secrets are errors, planner-owned flags are errors. A flag is
+    matched as vLLM's argparse reads it (cli_flags: ``--hos``, ``--api_k=KEY``, ``--port=1`` alike)."""
     out = []
     for arg in extra_args or []:
-        flag = str(arg).split("=", 1)[0]
-        if not flag.startswith("-"):
+        flag = cli_flags.flag_name(arg)
+        word = str(arg).split("=", 1)[0]  # never the value: it may be a secret
+        if flag is None:
             continue
         if flag in REMOVED_FLAGS:
             out.append(finding("error", "removed_flag", "extra_args has %s, which vLLM 0.33 no longer accepts" % flag,
                                REMOVED_FLAGS[flag]))
-        elif flag in HARMFUL_FLAGS or _prefix_of(flag, ("--api-key", "--hf-token")):
-            # argparse takes an unambiguous prefix (--api-ke) as the full flag: vLLM 0.33.0's
-            # FlexibleArgumentParser keeps allow_abbrev (see the --kv-cache-memory finding below).
-            full = flag if flag in HARMFUL_FLAGS else _prefix_of(flag, ("--api-key", "--hf-token"))
-            out.append(finding("error", "forbidden_flag", "extra_args has %s%s" % (flag, "" if full == flag else " (%s)" % full),
-                               HARMFUL_FLAGS.get(full, "secrets never go into argv: use the 0600 environment file")))
-        elif flag in OWNED_FLAGS:
-            out.append(finding("error", "planner_owned_flag",
-                               "extra_args has %s, which the planner renders from its own option" % flag,
-                               "set the vllm_plan option instead of passing %s in extra_args" % flag))
-        elif flag == "--kv-cache-memory":
+        elif flag == "--kv-cache-memory":  # the one abbreviation the plan reads (passthrough_flags.py)
             out.append(finding("warning", "abbreviated_flag", "--kv-cache-memory only works as an argparse prefix",
                                "use the option kv_cache_memory_bytes (rendered as --kv-cache-memory-bytes)"))
+        elif cli_flags.guarded_flag(arg, tuple(HARMFUL_FLAGS) + SECRET_FLAGS):
+            full = cli_flags.guarded_flag(arg, tuple(HARMFUL_FLAGS) + SECRET_FLAGS)
+            out.append(finding("error", "forbidden_flag", "extra_args has %s%s" % (word, "" if full == word else " (%s)" % full),
+                               HARMFUL_FLAGS.get(full, "secrets never go into argv: use the 0600 environment file")))
+        elif cli_flags.guarded_flag(arg, OWNED_FLAGS):
+            full = cli_flags.guarded_flag(arg, OWNED_FLAGS)
+            out.append(finding("error", "planner_owned_flag", "extra_args has %s%s, which the planner renders from its "
+                               "own option" % (word, "" if full == word else " (argparse reads it as %s)" % full),
+                               "set the vllm_plan option instead of passing %s in extra_args" % full))
     return out
 
 

@@ -205,18 +205,16 @@ def _validate(module, names, rendered):
     if module.check_mode and not (os.path.exists(python) and os.path.exists(p["checker"])):
         return ["not checked (check mode): %s is not installed yet" % p["settings"]["venv"]]
     staging = tempfile.mkdtemp(prefix="vllm-units-") if module.check_mode else p["staging_dir"]
+
+    def check(name, path):
+        rc, out, err = module.run_command([python, p["checker"], "--name", name, "--parser" if p["parser"] else "--no-parser", path])
+        if rc != 0:
+            raise UserError("%s was not installed, the live units are unchanged: %s. Fix the plan (vllm_profile or "
+                            "vllm_instances), or set vllm_validate_argv=false to skip vLLM's parser."
+                            % (name, (err or out).strip()), unit=name, option="instances")
+        return out.strip()
     try:
-        files.write_dir(staging, dict((name, rendered[name]) for name in names))
-        reports = []
-        for name in names:
-            rc, out, err = module.run_command([python, p["checker"], "--name", name,
-                                               "--parser" if p["parser"] else "--no-parser", os.path.join(staging, name)])
-            if rc != 0:
-                raise UserError("%s was not installed, the live units are unchanged: %s. Fix the plan (vllm_profile or "
-                                "vllm_instances), or set vllm_validate_argv=false to skip vLLM's parser."
-                                % (name, (err or out).strip()), unit=name, option="instances")
-            reports.append(out.strip())
-        return reports
+        return files.stage_and_check(staging, dict((name, rendered[name]) for name in names), check)
     finally:
         if module.check_mode:
             shutil.rmtree(staging, ignore_errors=True)

@@ -59,6 +59,12 @@ def run_role(venv_bin, collections, tmp_path, extra, served=None):
      "router_metrics_port is 8080, which nginx (nginx_listen_port) uses already"),
     (dict(router_host="0.0.0.0"), None, "must be loopback or a private address"),
     (dict(router_extra_args=["--api-key=sekrit"]), None, "router_extra_args sets --api-key"),
+    # issue 43 class 2: argparse prefixes and vLLM-style underscores name the same flags
+    (dict(router_extra_args=["--hos", "0.0.0.0"]), None, "router_extra_args sets --hos (--host)"),
+    (dict(router_extra_args=["--prometheus-h=0.0.0.0"]), None, "router_extra_args sets --prometheus-h (--prometheus-host)"),
+    (dict(router_extra_args=["--api_k=sekrit"]), None, "router_extra_args sets --api_k (--api-key)"),
+    # issue 43 class 6: a newline in a value that lands in the unit adds no line
+    (dict(router_user="vllm-router\nExecStartPre=+/bin/sh"), None, "router_user: a newline or another control character"),
     ({}, {"localhost": [_instance(8000)], "gpu2": [_instance(8000, host="127.0.0.1")]},
      "instance tiny-qwen3-8000 on gpu2 listens on 127.0.0.1 only"),
 ])

@@ -15,6 +15,7 @@ import hashlib
 import json
 import re
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils import cli_flags
 from ansible_collections.gpufleet.vllm.plugins.module_utils.bench import slo, workloads
 from ansible_collections.gpufleet.vllm.plugins.module_utils.bench.errors import BenchError
 
@@ -23,12 +24,8 @@ _READ_TIMEOUT = re.compile(r"^\s*proxy_read_timeout\s+([^;]+);", re.M)
 
 
 def _flag(argv, name):
-    for index, word in enumerate(argv):
-        if word == name and index + 1 < len(argv):
-            return argv[index + 1]
-        if word.startswith(name + "="):
-            return word.split("=", 1)[1]
-    return None
+    """The value argparse ends with for ``name`` in argv (the last one given), else None: cli_flags, the one reader."""
+    return cli_flags.flag_value(argv, name)
 
 
 def instance_facts(instance):

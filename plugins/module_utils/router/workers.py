@@ -22,6 +22,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils import cli_flags
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
 
 POLICIES = ("random", "round_robin", "cache_aware", "kv_aware", "power_of_two", "consistent_hash",
@@ -35,15 +36,8 @@ class RouterWorkersError(UserError, ValueError):
 
 
 def _flag(argv, name):
-    """The value of ``--name value`` or ``--name=value`` in argv (last one wins, like argparse), else None."""
-    value = None
-    for i, arg in enumerate(argv):
-        arg = str(arg)
-        if arg == name and i + 1 < len(argv):
-            value = str(argv[i + 1])
-        elif arg.startswith(name + "="):
-            value = arg.split("=", 1)[1]
-    return value
+    """The value argparse ends with for ``name`` in argv (the last one given), else None: cli_flags, the one reader."""
+    return cli_flags.flag_value(argv, name)
 
 
 def served_model_name(instance):

@@ -25,6 +25,8 @@ __metaclass__ = type
 
 import itertools
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils import cli_flags
+from ansible_collections.gpufleet.vllm.plugins.module_utils import vllm_args
 from ansible_collections.gpufleet.vllm.plugins.module_utils.tune.errors import TuneError
 
 FLAG_KNOBS = {"max_num_batched_tokens": "--max-num-batched-tokens", "max_num_seqs": "--max-num-seqs"}
@@ -82,8 +84,20 @@ def _check_value(knob, index, value):
     if knob == "extra_args":
         if not isinstance(value, list) or not all(isinstance(a, (str, int, float)) and not isinstance(a, bool) for a in value):
             raise TuneError("%s is %r: give a list of flags, e.g. [--block-size, \"32\"] or [--enforce-eager]." % (where, value))
+        _refuse_guarded(where, value)
         return [str(a) for a in value]
     return value
+
+
+def _refuse_guarded(where, args):
+    """A candidate's flags never set what the plan owns (the bind address, the port) nor a secret: matched as
+    vLLM's argparse reads them (``--hos``, ``--api_k=KEY``: cli_flags)."""
+    guarded = vllm_args.SECRET_FLAGS + tuple(vllm_args.HARMFUL_FLAGS) + vllm_args.OWNED_FLAGS
+    for index, word, flag in cli_flags.guarded_words(args, guarded):
+        raise TuneError("%s[%d] is %s, which vLLM reads as %s: a candidate may not set it (the plan renders the "
+                        "address, port and the other planned flags from vllm_profile; secrets go in the 0600 "
+                        "environment file). Use the grid's own knobs or drop the flag."
+                        % (where, index, word.split("=", 1)[0], flag))
 
 
 def validate_grid(grid, config=None):

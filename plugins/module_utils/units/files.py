@@ -76,3 +76,11 @@ def switch_link(path, target):
 def remove(path):
     if os.path.lexists(path):
         os.unlink(path)
+
+
+def stage_and_check(staging, units, check):
+    """Write ``units`` ({name: text}) into ``staging`` (mode 0700, nothing else left there) and run
+    ``check(name, path)`` on each staged file, in order; its reports. A check raises to refuse: the live units
+    are not touched before every changed one passed (vllm_units and service_unit alike)."""
+    write_dir(staging, units)
+    return [check(name, os.path.join(staging, name)) for name in units]

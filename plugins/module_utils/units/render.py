@@ -14,12 +14,10 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils import cli_flags
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
-from ansible_collections.gpufleet.vllm.plugins.module_utils.systemd_unit import (
-    SystemdQuoteError,
-    quote_environment,
-    quote_exec_argv,
-)
+from ansible_collections.gpufleet.vllm.plugins.module_utils.systemd_unit import SystemdQuoteError
+from ansible_collections.gpufleet.vllm.plugins.module_utils.units import writer
 
 SETTINGS = (
     "venv", "unit_prefix", "marker", "env_file", "header", "platform", "numa_binding", "shutdown_timeout",
@@ -28,6 +26,7 @@ SETTINGS = (
     "limit_nofile", "limit_memlock", "read_write_paths", "device_allow", "rdma", "rdma_device_allow",
 )
 _TRUE = ("1", "true", "yes", "on", "y", "t")
+NAME_RE = r"[A-Za-z0-9_.@:-]+\Z"  # what a unit name may hold (systemd.unit(5)): never a newline or a slash
 
 
 class UnitRenderError(UserError):
@@ -45,24 +44,6 @@ def unit_name(prefix, name):
     return "%s-%s.service" % (prefix, name)
 
 
-def comment(text):
-    """Ansible's `comment` filter with its defaults (a '#' line above and below)."""
-    return "\n".join(["#"] + ["# " + line for line in str(text).splitlines()] + ["#"])
-
-
-def flags(argv):
-    """The planned argv's flags, "--flag value" and "--flag=value" alike (the last one wins)."""
-    opts = {}
-    for i, arg in enumerate(argv):
-        if isinstance(arg, str) and arg.startswith("--"):
-            if "=" in arg:
-                key, value = arg.split("=", 1)
-                opts[key] = value
-            elif i + 1 < len(argv):
-                opts[arg] = argv[i + 1]
-    return opts
-
-
 def exec_argv(instance, s):
     """ExecStart's argv: numactl for a known NUMA node, the venv's vllm, the plan's argv, the drain timeout."""
     argv = instance["argv"]
@@ -71,7 +52,7 @@ def exec_argv(instance, s):
     if to_bool(s["numa_binding"]) and re.match(r"[0-9]+\Z", str(numa)):  # null, -1, "unknown" never bind
         prefix = ["/usr/bin/numactl", "--cpunodebind=%s" % numa, "--membind=%s" % numa, "--"]
     drain = []
-    if int(s["shutdown_timeout"]) > 0 and "--shutdown-timeout" not in flags(argv):
+    if int(s["shutdown_timeout"]) > 0 and not cli_flags.flag_values(argv, "--shutdown-timeout"):
         drain = ["--shutdown-timeout", str(s["shutdown_timeout"])]
     return prefix + [s["venv"] + "/bin/vllm"] + [str(a) for a in argv[1:]] + drain
 
@@ -101,56 +82,51 @@ def environment(instance, s, member):
 
 def _unit_section(instance, s, member, headless):
     argv = instance["argv"]
-    opts = flags(argv)
-    name = instance["name"]
-    served = str(opts.get("--served-model-name", argv[2])).replace("%", "%%")  # % is a systemd specifier
-    listen = opts.get("--host", "0.0.0.0")
+    name = writer.value(instance["name"], "instances.name")
+    served = writer.value(cli_flags.flag_value(argv, "--served-model-name", argv[2]), "instances.argv").replace("%", "%%")
+    listen = cli_flags.flag_value(argv, "--host", "0.0.0.0")
     connect = "127.0.0.1" if listen in ("0.0.0.0", "", "localhost") else ("::1" if listen == "::" else listen)
     url_host = "[%s]" % connect if ":" in connect else connect
-    port = opts.get("--port", instance.get("port", 8000))
+    port = cli_flags.flag_value(argv, "--port", instance.get("port", 8000))
     what = ("headless member (node rank %s) of instance" % instance.get("node_rank") if headless
             else "OpenAI-compatible server, instance")
-    lines = [
-        "[Unit]",
-        "Description=vLLM %s %s (%s)" % (what, name, served),
-        "Documentation=https://docs.vllm.ai/",
-        "Wants=network-online.target",
-        "After=network-online.target" + ("" if s["platform"] == "cpu" else " nvidia-persistenced.service"),
-        "StartLimitIntervalSec=%d" % (int(s["timeout_start_sec"]) + 600),
-        "StartLimitBurst=5",
-        "%s%s" % (s["marker"], name),
-        "X-GpufleetVllmServedModelName=%s" % served,
-        "X-GpufleetVllmHeadless=yes" if headless else "X-GpufleetVllmURL=http://%s:%s" % (url_host, port),
-    ]
+    after = ["network-online.target"] + ([] if s["platform"] == "cpu" else ["nvidia-persistenced.service"])
+    lines = writer.unit_header("vLLM %s %s (%s)" % (what, name, served), "https://docs.vllm.ai/", after,
+                               "%d" % (int(s["timeout_start_sec"]) + 600), 5, "instances")
+    url = "X-GpufleetVllmHeadless=yes"
+    if not headless:
+        url = writer.directive("X-GpufleetVllmURL", "http://%s:%s" % (url_host, port), "instances.argv")
+    lines += [writer.value("%s%s" % (s["marker"], name), "settings.marker"),
+              writer.directive("X-GpufleetVllmServedModelName", served, "instances.argv"), url]
     if member:
-        lines += ["X-GpufleetVllmNodeRank=%s" % instance.get("node_rank"),
-                  "X-GpufleetVllmGroup=%s" % " ".join(s["cluster_hosts"]).replace("%", "%%")]
-    return lines + ["X-GpufleetVllmGPUs=%s" % instance.get("cuda_visible_devices", "")]
+        lines += [writer.directive("X-GpufleetVllmNodeRank", instance.get("node_rank"), "instances.node_rank"),
+                  writer.directive("X-GpufleetVllmGroup", " ".join(s["cluster_hosts"]).replace("%", "%%"),
+                                   "settings.cluster_hosts")]
+    return lines + [writer.directive("X-GpufleetVllmGPUs", instance.get("cuda_visible_devices", ""),
+                                     "instances.cuda_visible_devices")]
 
 
 def _service_section(instance, s, member):
     cpu = s["platform"] == "cpu"
-    lines = ["[Service]", "Type=exec", "User=%s" % s["user"], "Group=%s" % s["group"],
-             "WorkingDirectory=%s" % s["home"], "SyslogIdentifier=%s-%s" % (s["unit_prefix"], instance["name"])]
-    lines += ["Environment=" + quote_environment(k, v) for k, v in environment(instance, s, member).items()]
+    lines = ["[Service]", "Type=exec"] + writer.account(s["user"], s["group"], "settings.", s["home"])
+    lines.append(writer.directive("SyslogIdentifier", "%s-%s" % (s["unit_prefix"], instance["name"]), "instances.name"))
+    lines += writer.environment(environment(instance, s, member), "settings.environment")
     lines += [
-        "EnvironmentFile=%s" % s["env_file"],
-        "ExecStart=" + quote_exec_argv(exec_argv(instance, s)),
+        writer.directive("EnvironmentFile", s["env_file"], "settings.env_file"),
+        writer.exec_start(exec_argv(instance, s), "instances.argv"),
         "# SIGTERM to vLLM's main process only: it drains (--shutdown-timeout) and stops its workers.",
         "KillMode=mixed", "KillSignal=SIGTERM",
-        "TimeoutStartSec=%s" % s["timeout_start_sec"],
+        writer.directive("TimeoutStartSec", s["timeout_start_sec"], "settings.timeout_start_sec"),
         "TimeoutStopSec=%d" % (int(s["shutdown_timeout"]) + 30),
-        "Restart=on-failure", "RestartSec=%s" % s["restart_sec"],
-        "LimitNOFILE=%s" % s["limit_nofile"], "LimitMEMLOCK=%s" % s["limit_memlock"],
+        "Restart=on-failure", writer.directive("RestartSec", s["restart_sec"], "settings.restart_sec"),
+        writer.directive("LimitNOFILE", s["limit_nofile"], "settings.limit_nofile"),
+        writer.directive("LimitMEMLOCK", s["limit_memlock"], "settings.limit_memlock"),
         "# Hardening: no privilege gain, read-only system, private /tmp, %s."
         % ("no devices (CPU build)" if cpu else "only the NVIDIA devices"),
-        "NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=read-only",
-        "ReadWritePaths=%s" % " ".join([s["home"], s["cache_dir"]] + list(s["read_write_paths"])),
-        "PrivateTmp=yes", "ProtectKernelModules=yes", "ProtectKernelTunables=yes", "ProtectControlGroups=yes",
-        "RestrictSUIDSGID=yes", "LockPersonality=yes", "DevicePolicy=closed",
     ]
-    devices = ([] if cpu else list(s["device_allow"])) + (list(s["rdma_device_allow"]) if member and to_bool(s["rdma"]) else [])
-    return lines + ["DeviceAllow=%s" % device for device in devices]
+    lines += writer.hardening("engine", [s["home"], s["cache_dir"]] + list(s["read_write_paths"]), "settings.read_write_paths")
+    rdma = list(s["rdma_device_allow"]) if member and to_bool(s["rdma"]) else []
+    return lines + writer.device_allow(cpu, s["device_allow"], rdma, "settings.device_allow")
 
 
 def render_unit(instance, settings):
@@ -160,18 +136,23 @@ def render_unit(instance, settings):
     if missing:
         raise UnitRenderError("settings lacks %s: pass every key of the settings option" % ", ".join(missing),
                               option="settings")
+    for what, text in (("instances.name", instance.get("name")), ("settings.unit_prefix", settings["unit_prefix"])):
+        if not re.match(NAME_RE, str(text)):
+            raise UnitRenderError("%s is %r: a unit name is made of letters, digits, '_', '.', '@', ':', '-' (no newline, "
+                                  "no '/'): fix vllm_instances or vllm_unit_prefix" % (what, text), option=what)
     argv = instance.get("argv")
     if not isinstance(argv, list) or len(argv) < 3 or argv[:2] != ["vllm", "serve"]:
         raise UnitRenderError("instance %s: argv must be a list starting vllm, serve, MODEL (got %r): fix the plan "
                               "or vllm_instances" % (instance.get("name"), argv), option="instances")
     member = to_bool(settings["cluster"])
     headless = member and to_bool(instance.get("headless", False))
-    head = [comment(settings["header"]),
-            '# vLLM instance "%s", rendered by the gpufleet.vllm.vllm role from the plan.' % instance["name"],
-            "# Secrets (HF_TOKEN, VLLM_API_KEY) live only in %s (mode 0600), never here." % settings["env_file"]]
-    try:
-        body = _unit_section(instance, settings, member, headless) + [""] + _service_section(instance, settings, member)
+    try:  # the sections first: every value is checked there, before the comments quote the name and the file
+        unit = _unit_section(instance, settings, member, headless)
+        service = _service_section(instance, settings, member)
     except SystemdQuoteError as exc:
         raise UnitRenderError("instance %s: %s (fix vllm_instances, vllm_environment or the profile)"
                               % (instance["name"], exc), option="instances")
-    return "\n".join(head + body + ["", "[Install]", "WantedBy=multi-user.target", "", ""])
+    head = [writer.comment(settings["header"]),
+            '# vLLM instance "%s", rendered by the gpufleet.vllm.vllm role from the plan.' % instance["name"],
+            "# Secrets (HF_TOKEN, VLLM_API_KEY) live only in %s (mode 0600), never here." % settings["env_file"]]
+    return writer.text(head, unit, service, trailing_blank=True)

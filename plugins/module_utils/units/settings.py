@@ -15,6 +15,8 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils import cli_flags
+
 # Role variable -> the whole value a unit directive accepts (User=, LimitMEMLOCK=, TimeoutStartSec=, ...).
 DIRECTIVE_PATTERNS = (
     ("vllm_user", r"[a-z_][a-z0-9_-]*[$]?\Z"),
@@ -34,7 +36,6 @@ SECRET_VALUE_RE = r"[A-Za-z0-9_.~+/=:@-]*\Z"
 GPU_INDICES_RE = r"([0-9]+(,[0-9]+)*)?\Z"
 LOOPBACK = ("localhost", "::1", "[::1]")
 LOOPBACK_V4_RE = r"127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\Z"
-HOST_FLAG_RE = r"--hos(t)?(=|\Z)"   # argparse takes any unambiguous prefix of --host
 START_SERVICES = ("auto", "true", "false", "yes", "no")
 
 
@@ -182,14 +183,13 @@ def serving_argvs(instances, profile):
 
 
 def bind_address(argv):
-    """Where vLLM listens for this argv: (args.host or "") - the last --host (or a prefix of it)."""
-    at = [n for n, w in enumerate(argv) if re.match(HOST_FLAG_RE, w)]
-    if not at:
+    """Where vLLM listens for this argv: (args.host or "") - the last --host, or a word argparse reads as one
+    (``--ho``, ``--hos=``, ``--ho_st``: cli_flags), and how many there are."""
+    words = cli_flags.guarded_words(argv, ("--host",))
+    if not words:
         return "", 0
-    word = argv[at[-1]]
-    if "=" in word:
-        return word.split("=", 1)[1], len(at)
-    return (argv[at[-1] + 1] if at[-1] + 1 < len(argv) else ""), len(at)
+    values = cli_flags.flag_values(argv, "--host")
+    return (values[-1] or "") if values else "", len(words)
 
 
 def bind_checks(instances, profile, api_key, allow_unauthenticated):

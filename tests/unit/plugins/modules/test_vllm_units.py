@@ -180,3 +180,12 @@ def test_rollback_with_nothing_kept_fails_plainly(monkeypatch, host):
 
 def test_result_is_json(monkeypatch, host):
     json.dumps(run(monkeypatch, host, diff=True))
+
+
+@pytest.mark.parametrize("name", ["a\nExecStartPre=+/bin/sh -c id", "a\rb", "../../tmp/x"])
+def test_an_instance_name_that_would_add_a_line_or_leave_the_folder_is_refused(monkeypatch, host, name):
+    """Issue 43 class 6: a newline in an instance name added a root ExecStartPre=+ line to the unit."""
+    inst = dict(CASES[2]["instance"], name=name)
+    result = run(monkeypatch, host, instances=[inst])
+    assert result.get("failed") and "instances.name" in result["msg"]
+    assert os.listdir(str(host["root"] / "units")) == []
