@@ -5,7 +5,11 @@
 
 ``plan`` compares what is wanted with what ``lstat`` sees and returns the actions, ``apply`` carries them out.
 A symlink where a directory or file is wanted is refused, never followed: these paths are root's, and a link
-there points root's writes somewhere it does not own. Files are written through a temporary file and a rename."""
+there points root's writes somewhere it does not own. ``apply`` acts through ``root_fs``: each path's folder is
+opened from ``/`` without following a link another account owns, the entry itself with ``O_NOFOLLOW``, and owner
+and mode are set on that descriptor (``fchown``/``fchmod``), so a link swapped in after ``plan`` looked is refused,
+never followed (the Ray temp folder lies in the service account's home). Files are written through a unique 0600
+temporary file in the same folder and a rename."""
 
 from __future__ import absolute_import, annotations, division, print_function
 
@@ -14,8 +18,8 @@ __metaclass__ = type
 import os
 import stat
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils import root_fs
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
-from ansible_collections.gpufleet.vllm.plugins.module_utils.units.files import write_atomic
 
 
 def parse_mode(text, where):
@@ -74,8 +78,11 @@ def _lstat(path):
 
 
 def _read(path):
-    with open(path, encoding="utf-8", errors="surrogateescape") as handle:
-        return handle.read()
+    parent_fd, name = root_fs.open_parent(path)
+    try:
+        return root_fs.read_text_at(parent_fd, name, path)
+    finally:
+        os.close(parent_fd)
 
 
 def plan(directories, files):
@@ -92,34 +99,46 @@ def plan(directories, files):
     return actions, before
 
 
-def _missing_components(path):
-    """The path and its missing parents, outermost first (as ``ansible.builtin.file`` state=directory makes them)."""
-    out = []
-    while path and not os.path.lexists(path):
-        out.insert(0, path)
-        path = os.path.dirname(path)
-    return out
+def _maker(entry):
+    """``root_fs.open_path``'s ``create``: a missing folder made 0700, then given the entry's owner and mode on its
+    descriptor (as ``ansible.builtin.file`` state=directory makes missing parents)."""
+    def create(parent_fd, name, where):
+        os.mkdir(name, 0o700, dir_fd=parent_fd)
+        fd = root_fs.open_dir_at(parent_fd, name, where)
+        try:
+            root_fs.set_owner_mode(fd, entry["uid"], entry["gid"], entry["mode"])
+        finally:
+            os.close(fd)
+    return create
 
 
-def _mkdirs(path, entry):
-    for component in _missing_components(path):
-        os.mkdir(component, entry["mode"])
-        os.chown(component, entry["uid"], entry["gid"])
-        os.chmod(component, entry["mode"])
+def _apply_one(path, entry, write):
+    """Make or write ``path`` and set its owner and mode, all through descriptors (no link followed)."""
+    is_file = "content" in entry
+    parent_fd, name = root_fs.open_parent(path, create=None if is_file else _maker(entry))
+    owner_mode = (entry["uid"], entry["gid"], entry["mode"])
+    try:
+        if is_file and write:
+            root_fs.write_at(parent_fd, name, entry["content"], path, owner_mode)
+            return
+        if not is_file and root_fs.lstat_at(parent_fd, name) is None:
+            os.mkdir(name, 0o700, dir_fd=parent_fd)
+        fd = root_fs.open_file_at(parent_fd, name, path) if is_file else root_fs.open_dir_at(parent_fd, name, path)
+        try:
+            root_fs.set_owner_mode(fd, *owner_mode)
+        finally:
+            os.close(fd)
+    finally:
+        os.close(parent_fd)
 
 
 def apply(actions, entries):
-    """Carry out ``plan``'s actions; ``entries`` maps each path to its wanted entry."""
-    for verb, path, _why in actions:
-        entry = entries[path]
-        if verb == "mkdir":
-            _mkdirs(path, entry)
-        elif verb == "write":
-            write_atomic(path, entry["content"], entry["mode"])
-        if verb in ("mkdir", "write", "chown"):
-            os.chown(path, entry["uid"], entry["gid"])
-        # mkdir's mode is masked by the umask, and chown clears set-id bits: set the mode last.
-        os.chmod(path, entry["mode"])
+    """Carry out ``plan``'s actions; ``entries`` maps each path to its wanted entry. Each path once, in order."""
+    done = []
+    for _verb, path, _why in actions:
+        if path not in done:
+            done.append(path)
+            _apply_one(path, entries[path], any(v == "write" and p == path for v, p, _w in actions))
 
 
 def diff(actions, entries, before_text):

@@ -280,6 +280,7 @@ record:
 
 from ansible.module_utils.basic import AnsibleModule, env_fallback, missing_required_lib
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils import redact
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError, run_guarded
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights import request, sources
 
@@ -332,6 +333,8 @@ def main():
         ],
         supports_check_mode=True,
     )
+    # a password in url/manifest/endpoint is refused, and masked in everything returned (the echoed arguments too)
+    redact.hide(module, [secret for name in request.URL_OPTIONS for secret in redact.url_secrets(module.params[name])])
     result = run_guarded(module, body, "model_weights")
     module.exit_json(**result)
 

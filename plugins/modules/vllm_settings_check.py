@@ -91,7 +91,8 @@ findings:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError, run_guarded
-from ansible_collections.gpufleet.vllm.plugins.module_utils.units.settings import findings
+from ansible_collections.gpufleet.vllm.plugins.module_utils import redact
+from ansible_collections.gpufleet.vllm.plugins.module_utils.units.settings import SECRET_NAME_RE, findings
 
 
 def _check(module):
@@ -113,6 +114,8 @@ def main():
         ),
         supports_check_mode=True,
     )
+    # a secret refused in vllm_environment (HF_TOKEN, ...) is masked in everything returned, the echoed settings too
+    redact.hide(module, redact.named_secrets(module.params["settings"].get("vllm_environment"), SECRET_NAME_RE))
     module.exit_json(**run_guarded(module, _check, "Checking the vllm role's settings", findings=[]))
 
 

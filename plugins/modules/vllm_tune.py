@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: vllm_tune
 short_description: Tune vLLM by measurement - the candidate grid, pruning by the plan, scoring and the winner
-version_added: 0.4.0
+version_added: 0.1.0
 description:
   - The pure steps of C(playbooks/tune.yml), which launches the candidates through the vllm role and measures them
     with the bench role between these steps. Meant for the controller (C(delegate_to) V(localhost)).
@@ -25,7 +25,13 @@ description:
     repeats, ranges widened by O(noise_pct)), decides the winner (applied only beyond noise of the defaults), the
     Pareto set (output tokens/s per GPU vs per-request tokens/s), the launch counts (failed and out-of-memory launches
     among the candidates the planner passed), and writes C(report.md), C(results.json) and C(pareto.png) into a new
-    folder under O(results_dir). It returns the text of the winner variables file.
+    folder under O(results_dir). It returns the text of the winner variables file (as data - each text that could
+    hold a template is tagged C(!unsafe), so what a host reported is never templated on the controller).
+  - O(run=pending_mark) returns the text of the tune's pending mark (RV(text)) - the venv O(current_venv) and its
+    release, the checksums of O(live_units) (the saved units) - or, with O(pending), that mark with O(live_units) as
+    the units the tune launched last. O(run=pending_check) says whether a pending mark may still be restored
+    (RV(restore)) - only while the host serves its release and the tune's own units, otherwise RV(reason) says why
+    it is discarded.
 author:
   - gpufleet.vllm maintainers (@gpufleet)
 options:
@@ -33,7 +39,7 @@ options:
     description: The step.
     type: str
     required: true
-    choices: [expand, prune, score]
+    choices: [expand, prune, score, pending_mark, pending_check]
   base_profile:
     description: The serving profile the candidates vary (options of M(gpufleet.vllm.vllm_plan)).
     type: dict
@@ -123,6 +129,20 @@ options:
     description: O(run=score) - the inputs hash O(run=expand) returned (recorded with the winner).
     type: str
     default: unknown
+  pending:
+    description: O(run=pending_mark) / O(run=pending_check) - the text of the host's pending mark (empty for a new one).
+    type: str
+    default: ""
+  current_venv:
+    description: O(run=pending_mark) / O(run=pending_check) - the venv the host's C(current) link points at.
+    type: str
+    default: ""
+  live_units:
+    description: O(run=pending_mark) / O(run=pending_check) - the host's live units, C(ansible.builtin.find)'s
+      C(files) with C(get_checksum=true).
+    type: list
+    elements: dict
+    default: []
 attributes:
   check_mode:
     description: Every step computes; in check mode O(run=score) writes no report.
@@ -189,6 +209,22 @@ vars_text:
   description: O(run=score) - the winner variables file (stable text); C(overrides) the winner's profile overrides.
   returned: run=score
   type: str
+text:
+  description: O(run=pending_mark) - the pending mark's text (JSON).
+  returned: run=pending_mark
+  type: str
+restore:
+  description: O(run=pending_check) - the saved units may be restored.
+  returned: run=pending_check
+  type: bool
+reason:
+  description: O(run=pending_check) - why the mark is restored or discarded (a warning when discarded).
+  returned: run=pending_check
+  type: str
+venv:
+  description: O(run=pending_check) - the venv the saved units use (the rollback's C(previous)).
+  returned: run=pending_check
+  type: str
 dir:
   description: O(run=score) - the report folder (C(report.md), C(results.json), C(pareto.png)); C(table) its table.
   returned: run=score
@@ -198,10 +234,10 @@ dir:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import run_guarded
-from ansible_collections.gpufleet.vllm.plugins.module_utils.tune import steps
+from ansible_collections.gpufleet.vllm.plugins.module_utils.tune import pending, steps
 
 SPEC = dict(
-    run=dict(type="str", required=True, choices=["expand", "prune", "score"]),
+    run=dict(type="str", required=True, choices=["expand", "prune", "score", "pending_mark", "pending_check"]),
     base_profile=dict(type="dict", default={}),
     grid=dict(type="dict", default={}),
     max_candidates=dict(type="int", default=16),
@@ -222,6 +258,9 @@ SPEC = dict(
     host=dict(type="str", default="host"),
     plan_hash=dict(type="str", default="unknown"),
     inputs_hash=dict(type="str", default="unknown"),
+    pending=dict(type="str", default=""),
+    current_venv=dict(type="str", default=""),
+    live_units=dict(type="list", elements="dict", default=[]),
 )
 
 
@@ -231,6 +270,13 @@ def _body(module):
         return steps.expand(p)
     if p["run"] == "prune":
         return steps.prune(p)
+    if p["run"] == "pending_mark":
+        return dict(text=pending.mark(p["current_venv"], p["live_units"], p["pending"]))
+    if p["run"] == "pending_check":
+        result = pending.check(p["pending"], p["current_venv"], p["live_units"])
+        if not result["restore"]:
+            module.warn(result["reason"])
+        return result
     return steps.score(p, steps.read_runs(p["measured"]), write=not module.check_mode)
 
 

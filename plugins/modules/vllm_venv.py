@@ -137,6 +137,7 @@ alias:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils import redact
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import run_guarded
 from ansible_collections.gpufleet.vllm.plugins.module_utils.units import venv
 
@@ -170,6 +171,10 @@ def main():
         ),
         supports_check_mode=True,
     )
+    # an index's password (https://user:password@pypi.internal/simple) is masked in everything returned
+    p = module.params
+    redact.hide(module, [s for text in [p["index_url"], p["wheelhouse"]] + p["pip_extra_args"] + p["pip_packages"]
+                         for s in redact.url_secrets(text)])
     module.exit_json(**run_guarded(module, _ensure, "Installing the vLLM venv"))
 
 

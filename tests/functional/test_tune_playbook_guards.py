@@ -42,3 +42,17 @@ def test_tune_profile_as_extra_var_passes_the_guard(tmp_path, venv_bin, installe
     # past the guard: the next step reads the model's config.json, which this test host does not have
     assert "Read the model's config.json" in out, out[-3000:]
     assert rc != 0 and "/nonexistent-model/config.json" in out, out[-3000:]
+
+
+def test_an_inventory_without_a_folder_needs_a_named_winner_file(tmp_path, venv_bin, installed_collection):
+    """Issue 43 class 3: with `-i HOST,` the winner file has no inventory folder to go to; it never lands beside
+    the playbook (or in a folder named "None"): the play stops before the first host task and names the fix."""
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(installed_collection), ANSIBLE_NOCOLOR="1")
+    extra = {"tune_profile": PROFILE, "tune_hosts": "all", "ansible_connection": "local", "ansible_become": False,
+             "ansible_python_interpreter": sys.executable, "_tune_dir": str(tmp_path / "tune")}
+    proc = subprocess.run([str(venv_bin / "ansible-playbook"), "-i", "local-test,", str(ROOT / "playbooks" / "tune.yml"),
+                           "-e", json.dumps(extra)], capture_output=True, text=True, env=env, check=False, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and 'tune_vars_file is \\"\\"' in out, out[-3000:]
+    assert "-e tune_vars_file=/path/to/host_vars/local-test/vllm_tuned.yml" in out, out[-3000:]
+    assert "Restore the units an interrupted tune left" not in out

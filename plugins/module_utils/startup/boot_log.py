@@ -38,6 +38,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import calendar
+import math
 import re
 
 # Journal prefix (short-iso-precise / short-iso): time, host, identifier[pid]: message.
@@ -88,10 +89,29 @@ PHASES = (
 )
 
 
+def _num(text):
+    """A number a log line printed; ValueError for one that is not a finite number (``1.2.3``, ``.``, 400 digits):
+    the line is then read as a line without a figure (see :func:`_read`)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError("not a finite number: %r" % text[:40])
+    return value
+
+
+def _clock(parts):
+    """Epoch seconds of (year, month, day, hour, minute, second), or None for a clock no calendar has."""
+    try:
+        if not (1 <= parts[1] <= 12 and 1 <= parts[2] <= 31 and parts[3] < 24 and parts[4] < 60 and parts[5] < 62):
+            return None
+        return calendar.timegm(tuple(parts) + (0, 0, 0))
+    except (ValueError, OverflowError):
+        return None
+
+
 def _clock_journal(match):
     year, month, day, hour, minute, second, frac = match.groups()[:7]
-    stamp = calendar.timegm((int(year), int(month), int(day), int(hour), int(minute), int(second), 0, 0, 0))
-    return stamp + (float("0." + frac) if frac else 0.0)
+    stamp = _clock([int(year), int(month), int(day), int(hour), int(minute), int(second)])
+    return None if stamp is None else stamp + (float("0." + frac[:9]) if frac else 0.0)
 
 
 def split_line(line, year=2000):
@@ -100,13 +120,13 @@ def split_line(line, year=2000):
     stamp, clock = None, None
     match = JOURNAL.match(line)
     if match:
-        stamp, clock = _clock_journal(match), "journal"
-        line = match.group(8)
+        stamp, line = _clock_journal(match), match.group(8)
+        clock = "journal" if stamp is not None else None
     engine = ENGINE.match(line)
     if engine:
         if stamp is None:
-            month, day, hour, minute, second = (int(x) for x in engine.groups()[2:7])
-            stamp, clock = calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0)), "engine"
+            stamp = _clock([year] + [int(x) for x in engine.groups()[2:7]])
+            clock = "engine" if stamp is not None else None
         return stamp, clock, engine.group(8)
     uvicorn = UVICORN.match(line)
     if uvicorn:
@@ -155,13 +175,13 @@ def _on_banner(st, m, at, line):
 
 
 def _on_model_loading(st, m, at, line):
-    st.facts["weights_gib"], st.facts["weights_seconds"] = float(m.group(1)), float(m.group(2))
+    st.facts["weights_gib"], st.facts["weights_seconds"] = _num(m.group(1)), _num(m.group(2))
     st.mark("weights", at, first=False)
 
 
 def _on_loading_weights(st, m, at, line):
     if st.facts["weights_seconds"] is None:
-        st.facts["weights_seconds"] = float(m.group(1))
+        st.facts["weights_seconds"] = _num(m.group(1))
     st.mark("weights", at)
 
 
@@ -187,7 +207,7 @@ def _on_load_failure(st, m, at, line):
 
 
 def _on_compile_total(st, m, at, line):
-    st.compile["seconds"] = float(m.group(1))
+    st.compile["seconds"] = _num(m.group(1))
     st.mark("compile_end", at, first=False)
     st.mark("compile_total", at)
 
@@ -197,7 +217,7 @@ def _on_cpu_warmup_done(st, m, at, line):
         st.mark("compile_end", at)  # the CPU build's end of compile when it saved nothing
 
 
-def _fact(name, event, convert=float):
+def _fact(name, event, convert=_num):
     def handler(st, m, at, line):
         st.facts[name] = convert(m.group(1))
         st.mark(event, at)
@@ -205,19 +225,19 @@ def _fact(name, event, convert=float):
 
 
 def _on_kv_size(st, m, at, line):
-    st.facts["kv_device"], st.facts["kv_tokens"] = m.group(1), int(m.group(2).replace(",", ""))
+    st.facts["kv_device"], st.facts["kv_tokens"] = m.group(1), int(_num(m.group(2).replace(",", "")))
     st.mark("kv_cache", at)
 
 
 def _on_graphs(st, m, at, line):
-    st.facts["graphs_seconds"], st.facts["graphs_gib"] = float(m.group(1)), float(m.group(2))
+    st.facts["graphs_seconds"], st.facts["graphs_gib"] = _num(m.group(1)), _num(m.group(2))
     st.mark("cuda_graphs", at)
 
 
 def _on_init_engine(st, m, at, line):
-    st.facts["init_engine_seconds"] = float(m.group(1))
+    st.facts["init_engine_seconds"] = _num(m.group(1))
     if m.group(2) and st.compile["seconds"] is None:
-        st.compile["seconds"] = float(m.group(2))
+        st.compile["seconds"] = _num(m.group(2))
     st.mark("engine_ready", at)
 
 
@@ -230,10 +250,10 @@ RULES = (
     (CACHE_DIR, _on_cache_dir),
     (CACHE_DISABLED, _on_disabled),
     (LOADED_GRAPH, _compile_end("loaded", lambda m: {"what": "graph", "range": m.group(1),
-                                                     "seconds": float(m.group(2))})),
+                                                     "seconds": _num(m.group(2))})),
     (LOADED_AOT, _compile_end("loaded", lambda m: {"what": "aot", "path": m.group(1)})),
     (COMPILED_GRAPH, _compile_end("compiled", lambda m: {"what": "graph", "range": m.group(1),
-                                                         "seconds": float(m.group(2))})),
+                                                         "seconds": _num(m.group(2))})),
     (SAVED_AOT, _compile_end("saved", lambda m: m.group(1))),
     (LOAD_FAILURE, _on_load_failure),
     (COMPILE_TOTAL, _on_compile_total),
@@ -266,7 +286,10 @@ def _read(lines, year):
         for pattern, handler in RULES:
             match = pattern.search(message)
             if match:
-                handler(st, match, last, line)
+                try:
+                    handler(st, match, last, line)
+                except (ValueError, OverflowError):
+                    pass  # a figure that is not a number (``took 1.2.3 s``): the line tells nothing
                 break
     return st, first, clock
 

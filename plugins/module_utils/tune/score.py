@@ -67,9 +67,8 @@ def score_candidate(measured, slo, noise_pct):
     figures = [repeat_figures(points, key, gpus) for points in measured["runs"]]
     scores = [f["score"] for f in figures if f["score"] is not None]
     violations = []
-    if slo:
-        for points in measured["runs"]:
-            violations.extend(v["message"] for v in slo_rules.check(slo, points))
+    for points in measured["runs"]:  # max_error_rate (default 0) holds without an SLO too
+        violations.extend(v["message"] for v in slo_rules.check(slo, points))
     band = noise_pct / 100.0
     out.update(score=median(scores), low=(min(scores) * (1 - band)) if scores else None,
                high=(max(scores) * (1 + band)) if scores else None, scores=scores,

@@ -7,6 +7,11 @@ The file holds only what the operator commits: the winning overrides (the grid's
 give, and what they were measured on (vLLM version, model, GPU type, plan hash, the inputs hash). No
 measured figure and no time: the same inputs and the same winner give the same bytes, so a second run
 writes nothing. The figures are in the report (``tune_results_dir``).
+
+The file lies in the inventory, which Ansible templates, and part of it comes from the host (the name of the
+venv it serves, the version read from it): every text is written as data, tagged ``!unsafe``, so a host that
+names its venv ``{{ lookup('pipe', ...) }}`` gets that text back, never a template run on the controller (tests:
+``tests/unit/plugins/module_utils/tune/test_tune_host_text.py`` loads the file as Ansible loads host_vars).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -30,8 +35,17 @@ def inputs_hash(base_profile, grid, workloads, slo, concurrency, repeats, noise_
 
 
 def _yaml_scalar(value):
-    # JSON is YAML: quoted strings, numbers, true/false/null, flow lists and mappings.
-    return json.dumps(value, sort_keys=True)
+    """``value`` as YAML data Ansible never templates: JSON (quoted strings, numbers, true/false/null, flow lists
+    and mappings), each string that holds a ``{`` (where a template could start) tagged ``!unsafe``. Only those:
+    Ansible resolves an ``!unsafe`` scalar as if plain, so ``!unsafe "4"`` would load as the number 4."""
+    if isinstance(value, str):
+        return ("!unsafe " if "{" in value else "") + json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return "[%s]" % ", ".join(_yaml_scalar(item) for item in value)
+    if isinstance(value, dict):
+        return "{%s}" % ", ".join("%s: %s" % (json.dumps(str(key)), _yaml_scalar(value[key]))
+                                  for key in sorted(value, key=str))
+    return json.dumps(value)
 
 
 def vars_text(var_name, winner, overrides, measured_on):
@@ -41,12 +55,12 @@ def vars_text(var_name, winner, overrides, measured_on):
              "  profile_overrides:"]
     if overrides:
         for key in sorted(overrides):
-            lines.append("    %s: %s" % (key, _yaml_scalar(overrides[key])))
+            lines.append("    %s: %s" % (json.dumps(str(key)), _yaml_scalar(overrides[key])))
     else:
         lines[-1] += " {}"
     lines.append("  measured_on:")
     for key in sorted(measured_on):
-        lines.append("    %s: %s" % (key, _yaml_scalar(measured_on[key])))
+        lines.append("    %s: %s" % (json.dumps(str(key)), _yaml_scalar(measured_on[key])))
     return "\n".join(lines) + "\n"
 
 
