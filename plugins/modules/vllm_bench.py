@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: vllm_bench
 short_description: Benchmark running vLLM instances with vLLM's own C(vllm bench serve), with engine figures
-version_added: 0.3.0
+version_added: 0.1.0
 description:
   - O(run=workload) runs vLLM's own serving benchmark, C(vllm bench serve), from the instance's own venv
     (O(vllm_bin)) once per concurrency of the workload's sweep and per target (the front door and/or each
@@ -188,8 +188,13 @@ workload:
   sample: {name: short, dataset: random, input_len: 128, output_len: 16, concurrency: [1, 4]}
 points:
   description:
-    - One entry per (target, concurrency), with C(argv), C(result) (vLLM's own result JSON, every key),
-      C(summary) (vLLM's keys for the report) and C(engine) (the /metrics window).
+    - One entry per (target, concurrency), with C(argv), C(result) (vLLM's own result JSON, run with
+      C(--ignore-eos --save-detailed); its per-request C(errors), C(output_lens), C(input_lens) kept, its
+      C(generated_texts), C(itls), C(start_times), C(queue_times) dropped), C(summary) (vLLM's keys for the
+      report), C(engine) (the /metrics window, with C(aborted_requests) and C(errored_requests)) and
+      C(failures) - C(sent), C(completed), C(failed), C(truncated) (fewer output tokens than asked),
+      C(error_rate), C(errors) (vLLM's error texts, counted), C(aborted), C(errored).
+    - A result file that is not vLLM's shape fails naming the file.
     - For a length mix also C(classes) - per class C(name), C(input_len), C(output_len), C(share),
       C(requests), C(completed), C(failed), C(mean_ttft_ms) and C(p50/p90/p99_{ttft,tpot,itl,e2el}_ms), from
       vLLM's per-request lists of C(result) (C(input_lens), C(ttfts), C(itls), C(latencies), C(errors)); its

@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: vllm_bench_report
 short_description: Write a benchmark report (Markdown, raw JSON, PNG), check SLOs and compare with a baseline
-version_added: 0.3.0
+version_added: 0.1.0
 description:
   - Takes what M(gpufleet.vllm.vllm_bench) measured on one host and writes, into a new folder under
     O(results_dir) named after the host, instance, vLLM version, plan hash and UTC time, C(report.md) (one
@@ -20,7 +20,10 @@ description:
     vLLM result, vLLM's own keys) and C(latency-throughput.png) (latency against throughput over the
     concurrency sweep; needs matplotlib, reported and skipped when it is missing).
   - Checks O(slo) against the figures and returns every violation with the SLO, the measured figure and the
-    workload (the bench role fails on them after the report is written). For a length mix (points with
+    workload (the bench role fails on them after the report is written). C(slo.max_error_rate) (default V(0),
+    also when O(slo) is empty) holds at every point - failed requests (vLLM's C(failed) and error texts) and
+    outputs shorter than asked; the table has C(failed/sent), C(truncated) and C(aborted (engine)) per row.
+    A figure that is NaN or infinite never meets a bound. Malformed O(points) or O(baseline) fail naming where. For a length mix (points with
     C(classes)) the latency bounds hold for each class, C(slo.classes) gives a class its own; throughput
     bounds hold for the whole run. The table then has one row per class below the run's row.
   - With O(baseline), compares each point with the same point of an earlier report's C(results.json) and
@@ -129,7 +132,9 @@ plot:
   returned: success
   type: str
 slo_violations:
-  description: Every SLO missed - C(slo), C(limit), C(measured), C(workload), C(target), C(concurrency), C(message).
+  description:
+    - Every SLO missed - C(slo), C(limit), C(measured), C(workload), C(class), C(target), C(concurrency), C(message).
+    - For C(slo=max_error_rate) also C(failed), C(truncated) and C(errors) (vLLM's error texts with their counts).
   returned: success
   type: list
   elements: dict
@@ -159,10 +164,12 @@ def _baseline_points(path):
         return None
     try:
         with open(path) as handle:
-            return json.load(handle)["points"]
-    except (OSError, IOError, ValueError, KeyError) as exc:
+            doc = json.load(handle)
+        points = doc["points"]
+    except (OSError, IOError, ValueError, KeyError, TypeError) as exc:
         raise UserError("bench baseline %s is not a report's results.json (%s): give the results.json of an "
                         "earlier run of the same workloads." % (path, exc))
+    return report.check_points(points, "bench baseline %s" % path)
 
 
 def _write(folder, name, content):
@@ -172,10 +179,11 @@ def _write(folder, name, content):
 
 def _body(module):
     p = module.params
+    report.check_points(p["points"], "points")
     names = sorted(set(point["workload"] for point in p["points"]))
     classes = sorted(set(c["name"] for point in p["points"] for c in point.get("classes") or []))
     slo = slo_rules.validate_slo(p["slo"], names, classes)
-    violations = slo_rules.check(slo, p["points"]) if slo else []
+    violations = slo_rules.check(slo, p["points"])  # max_error_rate holds without an SLO too
     baseline = _baseline_points(p["baseline"])
     verdict = report.regression(baseline, p["points"], p["regression_threshold_pct"]) if baseline is not None \
         else dict(regressed=False, compared=0, findings=[])

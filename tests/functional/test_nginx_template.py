@@ -23,8 +23,10 @@ def render(**overrides):
     return templar.template(trust_as_template((ROLE / "templates" / "nginx.conf.j2").read_text()))
 
 
-def servers(conf):
-    return re.findall(r"^\s*server (\S+) (.*);$", conf, flags=re.M)
+def servers(conf, upstream="vllm"):
+    """The server lines of one upstream block (the main one by default; `vllm_session` is session affinity's)."""
+    block = re.search(r"^\s*upstream %s \{(.*?)^\s*\}" % re.escape(upstream), conf, flags=re.M | re.S)
+    return re.findall(r"^\s*server (\S+) (.*);$", block.group(1), flags=re.M) if block else []
 
 
 def test_defaults_are_streaming_safe():
@@ -37,6 +39,10 @@ def test_defaults_are_streaming_safe():
         assert directive in conf, directive
     assert servers(conf) == [("127.0.0.1:8101", "max_fails=3 fail_timeout=30s"),
                              ("10.0.0.7:8102", "max_fails=3 fail_timeout=30s")]
+    # session affinity (nginx_session_header X-Session-Id) on by default: the same servers, hashed on the header
+    assert servers(conf, "vllm_session") == servers(conf)
+    assert "hash $http_x_session_id consistent;" in conf and "client_body_buffer_size 16k;" in conf
+    assert 'map $http_x_session_id $gpufleet_upstream {\n        ""      vllm;\n        default vllm_session;' in conf
     assert 'return 200 "ok\\n";' in conf
     assert "ssl" not in conf
     assert "worker_shutdown_timeout" not in conf
@@ -51,8 +57,9 @@ def test_defaults_are_streaming_safe():
 ])
 def test_drained_instances_are_marked_down(drained, down):
     conf = render(nginx_drained_instances=drained)
-    assert [addr for addr, opts in servers(conf) if opts.endswith(" down")] == down
-    assert "proxy_pass http://vllm/v1/completions;" in conf
+    for upstream in ("vllm", "vllm_session"):  # drained from both: with and without a session header
+        assert [addr for addr, opts in servers(conf, upstream) if opts.endswith(" down")] == down
+    assert "proxy_pass http://$gpufleet_upstream/v1/completions$is_args$args;" in conf
 
 
 def test_host_drain_refuses_new_requests_and_fails_health():
@@ -126,7 +133,7 @@ def test_only_the_allow_list_reaches_the_instances():
     assert forwarded == sorted(["/v1/models", "/v1/completions", "/v1/chat/completions", "/v1/embeddings", "/v1/responses"])
     for path in forwarded:
         # the upstream gets nginx's normalized path, not the client's spelling (/v1/x/../../invocations)
-        assert "proxy_pass http://vllm%s;" % path in locations["= " + path]
+        assert "proxy_pass http://$gpufleet_upstream%s$is_args$args;" % path in locations["= " + path]
     catch_all = locations["/"]
     assert "proxy_pass" not in catch_all and "return 404" in catch_all
     assert "add_header X-Gpufleet-Front denied always;" in catch_all

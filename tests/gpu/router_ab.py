@@ -133,7 +133,7 @@ def render_nginx(opts, arm, port, workdir):
         ansible_managed="rendered by tests/gpu/router_ab.py", inventory_hostname="ab",
         nginx_instances=[{"name": "e%d" % i, "port": p} for i, p in enumerate(opts.engine_ports)],
         nginx_upstream_router="127.0.0.1:%d" % opts.router_port if via_router else "",
-        nginx_listen_port=port, nginx_balancing="least_conn",
+        nginx_listen_port=port, nginx_balancing="least_conn", nginx_session_header="",
         nginx_access_log=str(workdir / "access.log"), nginx_error_log=str(workdir / "error.log"),
         nginx_client_max_body_size="64m")
     conf = Templar(loader=DataLoader(), variables=variables).template(
@@ -151,7 +151,7 @@ def render_nginx(opts, arm, port, workdir):
         # the body only once it read it: request buffering on, the whole body in memory.
         temp += ('    map $request_body $prefix_key {\n        "~^(?<k>.{1,%d})" $k;\n        default "";\n    }\n'
                  % opts.prefix_key_chars)
-        conf = conf.replace("proxy_request_buffering off;",
+        conf = conf.replace("proxy_request_buffering off;\n        client_body_buffer_size 16k;",
                             "proxy_request_buffering on;\n        client_body_buffer_size 64m;")
     if arm == "nginx_hash":
         conf = conf.replace("        least_conn;\n", "        hash $prefix_key consistent;\n", 1)

@@ -8,7 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils.bench import report
+from ansible_collections.gpufleet.vllm.plugins.module_utils.bench import failures, report
 
 
 def _peaks(doc):
@@ -40,8 +40,19 @@ def _probe_lines(doc):
     return [line] + (["  - proxy timeout (%s): %s" % (finding["level"], finding["message"])] if finding else [])
 
 
-def _verdict_lines(doc):
+def _failure_lines(doc):
+    """One line per point where a request failed, came back short, or the engine aborted one."""
     lines = []
+    for p in doc["points"]:
+        found = failures.of_point(p)
+        if found["failed"] or found.get("truncated") or found.get("aborted") or found.get("errored"):
+            lines.append("- FAILURES on %s via %s at concurrency %d: %s" % (
+                p["workload"], p["target"], p["concurrency"], failures.describe(found)))
+    return lines
+
+
+def _verdict_lines(doc):
+    lines = _failure_lines(doc)
     for v in doc.get("slo_violations") or []:
         lines.append("- SLO MISSED: %s" % v["message"])
     if doc.get("slo") and not doc.get("slo_violations"):
@@ -52,9 +63,9 @@ def _verdict_lines(doc):
         lines.append("- against the baseline: %s (%d points compared)" % (
             "REGRESSED" if verdict["regressed"] else "no regression", verdict["compared"]))
         for f in verdict["findings"]:
-            lines.append("  - %s via %s at concurrency %d: %s %s -> %s (%+.1f %%)" % (
+            lines.append("  - %s via %s at concurrency %d: %s %s -> %s (%s)" % (
                 f["workload"], f["target"], f["concurrency"], f["figure"], f["baseline"], f["measured"],
-                f["change_pct"]))
+                "not a finite number" if f["change_pct"] is None else "%+.1f %%" % f["change_pct"]))
     return lines
 
 

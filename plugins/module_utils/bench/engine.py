@@ -10,7 +10,8 @@ H200; vllm/v1/metrics/loggers.py): ``vllm:prefix_cache_queries_total`` / ``_hits
 ``vllm:kv_cache_usage_perc`` (a 0-1 fraction despite the name; ``vllm:gpu_cache_usage_perc`` before
 0.11), ``vllm:num_requests_running`` / ``_waiting``, and with speculative decoding
 ``vllm:spec_decode_num_drafts_total``, ``_num_draft_tokens_total``, ``_num_accepted_tokens_total``
-(vllm/v1/spec_decode/metrics.py; absent when no speculative method is configured).
+(vllm/v1/spec_decode/metrics.py; absent when no speculative method is configured), and
+``vllm:request_success_total`` per ``finished_reason`` (``abort``, ``error``: requests the engine dropped).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -37,6 +38,11 @@ GAUGES = {
     "waiting": ("vllm:num_requests_waiting",),
 }
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfINFNa]+)")
+# Labelled counters: key -> (metric, label, values of the label summed)
+FINISHED = {
+    "aborted": ("vllm:request_success_total", "finished_reason", ("abort",)),
+    "errored": ("vllm:request_success_total", "finished_reason", ("error",)),
+}
 
 
 def parse(exposition):
@@ -52,6 +58,22 @@ def parse(exposition):
             except ValueError:
                 continue
     return values
+
+
+def labelled(exposition, metric, label, wanted):
+    """The sum of ``metric``'s samples whose ``label`` is one of ``wanted``; None when no such sample."""
+    found = None
+    for line in (exposition or "").splitlines():
+        match = _SAMPLE.match(line)
+        if not match or match.group(1) != metric:
+            continue
+        labels = dict(re.findall(r'([A-Za-z_][A-Za-z0-9_]*)="([^"]*)"', match.group(2) or ""))
+        if labels.get(label) in wanted:
+            try:
+                found = (found or 0.0) + float(match.group(3))
+            except ValueError:
+                continue
+    return found
 
 
 def _first(values, names, combine):
@@ -78,6 +100,10 @@ def snapshot(expositions):
         found = [_first(p, names, combine) for p in parsed]
         found = [v for v in found if v is not None]
         out[key] = combine(found) if found else None
+    for key, (metric, label, wanted) in FINISHED.items():
+        found = [labelled(text, metric, label, wanted) for text in expositions]
+        found = [v for v in found if v is not None]
+        out[key] = sum(found) if found else None
     return out
 
 
@@ -105,7 +131,7 @@ def window(before, after, samples=()):
     spec_decode_acceptance_rate = accepted / draft tokens; mean_accepted_length = 1 + accepted / drafts
     (the bonus token counts, as vLLM's SpecDecodingLogging prints it); queue_time_mean_ms per request.
     """
-    d = dict((key, _delta(before, after, key)) for key in COUNTERS)
+    d = dict((key, _delta(before, after, key)) for key in list(COUNTERS) + list(FINISHED))
     readings = list(samples) + [before, after]
     queue_mean = _ratio(d["queue_time_sum"], d["queue_time_count"], 6)
     accepted = _ratio(d["spec_accepted_tokens"], d["spec_drafts"])
@@ -117,6 +143,8 @@ def window(before, after, samples=()):
         prefix_cache_hits=d["prefix_hits"],
         prefix_cache_hit_rate=_ratio(d["prefix_hits"], d["prefix_queries"]),
         preemptions=d["preemptions"],
+        aborted_requests=d["aborted"],
+        errored_requests=d["errored"],
         queue_time_mean_ms=None if queue_mean is None else round(queue_mean * 1000.0, 3),
         spec_decode_acceptance_rate=_ratio(d["spec_accepted_tokens"], d["spec_draft_tokens"]),
         spec_decode_mean_accepted_length=None if accepted is None else round(1 + accepted, 4),

@@ -37,6 +37,7 @@ __metaclass__ = type
 
 import json
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils.bench import failures
 from ansible_collections.gpufleet.vllm.plugins.module_utils.bench.errors import BenchError
 
 CHUNK = 16  # --timed-trace-chunk-hash-size (vLLM's default): tokens per hash id
@@ -216,12 +217,14 @@ def _per_request(result):
     return out
 
 
-def _figures(requests):
+def _figures(requests, asked):
     good = [r for r in requests if not r["error"]]
     ms = dict(ttft=[r["ttft"] * 1000.0 for r in good], e2el=[r["latency"] * 1000.0 for r in good],
               itl=[x * 1000.0 for r in good for x in r["itl"]],
               tpot=[(r["latency"] - r["ttft"]) * 1000.0 / (r["output_len"] - 1) for r in good if r["output_len"] > 1])
     out = dict(requests=len(requests), completed=len(good), failed=len(requests) - len(good),
+               truncated=sum(1 for r in good if (r["output_len"] or 0) < asked),
+               errors=failures.error_texts(r["error"] for r in requests),
                mean_ttft_ms=sum(ms["ttft"]) / len(good) if good else None)
     for metric in ("ttft", "tpot", "itl", "e2el"):
         for q in PERCENTILES:
@@ -240,5 +243,5 @@ def split(result, classes):
                              "was not read as written (--timed-trace-chunk-hash-size %d?)."
                              % (r["input_len"], sorted(by_len), CHUNK))
         grouped[name].append(r)
-    return [dict(_figures(grouped[c["name"]]), name=c["name"], input_len=c["input_len"], output_len=c["output_len"],
+    return [dict(_figures(grouped[c["name"]], c["output_len"]), name=c["name"], input_len=c["input_len"], output_len=c["output_len"],
                  share=c["share"]) for c in classes]

@@ -16,6 +16,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils.bench import failures, slo
 from ansible_collections.gpufleet.vllm.plugins.module_utils.bench.errors import BenchError
 
 # vLLM result keys kept in the summary of each point (the raw result keeps every key).
@@ -61,7 +62,16 @@ def _engine_cells(engine):
 
 HEADER = ["workload", "via", "conc.", "req/s", "goodput req/s", "out tok/s", "TTFT p50/p90/p99 ms",
           "ITL p50/p90/p99 ms", "TPOT p90 ms", "req. in busiest s (vLLM)", "prefix hit %", "peak KV %",
-          "peak running (engine)", "preempt.", "queue ms", "spec accept %"]
+          "peak running (engine)", "preempt.", "queue ms", "spec accept %", "failed/sent", "truncated",
+          "aborted (engine)"]
+
+
+def _failure_cells(point):
+    """failed/sent (vLLM's own counts), outputs shorter than asked, requests the engine aborted."""
+    found = failures.of_point(point)
+    aborted = [v for v in (found.get("aborted"), found.get("errored")) if v is not None]
+    return ["%d/%d" % (found["failed"], found["sent"]), _fmt(found["truncated"], 0),
+            _fmt(sum(aborted), 0) if aborted else "-"]
 
 
 def table_rows(points):
@@ -74,11 +84,28 @@ def table_rows(points):
                      "/".join(_fmt(r.get("p%d_ttft_ms" % q)) for q in (50, 90, 99)),
                      "/".join(_fmt(r.get("p%d_itl_ms" % q)) for q in (50, 90, 99)),
                      _fmt(r.get("p90_tpot_ms")), _fmt(r.get("max_concurrent_requests"), 0)]
-                    + _engine_cells(p.get("engine") or {}))
+                    + _engine_cells(p.get("engine") or {}) + _failure_cells(p))
     return rows
 
 
-CLASS_HEADER = ["workload", "via", "conc.", "class", "requests ok/failed", "prompt tok", "out tok",
+def check_points(points, where):
+    """Refuse points that are not vllm_bench's (a hand-edited or truncated results.json): BenchError naming
+    ``where`` (the file or option) and the point."""
+    if not isinstance(points, list):
+        raise BenchError("%s: points must be a list of vllm_bench points, not %s." % (where, type(points).__name__),
+                         file=where)
+    for i, p in enumerate(points):
+        here = "%s points[%d]" % (where, i)
+        if not isinstance(p, dict) or not all(k in p for k in ("workload", "target", "concurrency", "result")):
+            raise BenchError("%s is not a vllm_bench point (workload, target, concurrency, result): give the points "
+                             "of gpufleet.vllm.vllm_bench or an earlier report's results.json." % here, file=where)
+        if isinstance(p["concurrency"], bool) or not isinstance(p["concurrency"], int):
+            raise BenchError("%s: concurrency is %r, not a whole number." % (here, p["concurrency"]), file=where)
+        failures.check_result(p["result"], "%s.result" % here, SUMMARY_KEYS[2:])
+    return points
+
+
+CLASS_HEADER = ["workload", "via", "conc.", "class", "requests ok/failed/truncated", "prompt tok", "out tok",
                 "TTFT mean/p50/p90/p99 ms", "TPOT p50/p90 ms", "ITL p90 ms", "E2EL p50/p90/p99 ms"]
 
 
@@ -88,7 +115,8 @@ def class_rows(points):
     for p in points:
         for c in p.get("classes") or []:
             rows.append([p["workload"], p["target"], str(p["concurrency"]), c["name"],
-                         "%d/%d" % (c["completed"], c["failed"]), str(c["input_len"]), str(c["output_len"]),
+                         "%d/%d/%s" % (c["completed"], c["failed"], _fmt(c.get("truncated"), 0)), str(c["input_len"]),
+                         str(c["output_len"]),
                          "/".join(_fmt(c.get(k)) for k in ("mean_ttft_ms", "p50_ttft_ms", "p90_ttft_ms", "p99_ttft_ms")),
                          "/".join(_fmt(c.get(k)) for k in ("p50_tpot_ms", "p90_tpot_ms")), _fmt(c.get("p90_itl_ms")),
                          "/".join(_fmt(c.get("p%d_e2el_ms" % q)) for q in (50, 90, 99))])
@@ -143,6 +171,11 @@ def regression(baseline_points, points, threshold_pct):
         compared += 1
         for figure, before, after, worse in _pairs(old, point):
             if not before or after is None:
+                continue
+            if not (slo.finite(before) and slo.finite(after)):  # NaN/inf: never "no regression"
+                findings.append(dict(workload=point["workload"], target=point["target"],
+                                     concurrency=point["concurrency"], figure=figure, baseline=before,
+                                     measured=after, change_pct=None))
                 continue
             change = 100.0 * (after - before) / before
             if (change if worse == "higher" else -change) > threshold_pct:

@@ -26,7 +26,7 @@ try:
 except ImportError:  # pragma: no cover - Python 2 is not supported on targets; keeps sanity's import test calm
     http_client = urlsplit = None
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils.bench import engine
+from ansible_collections.gpufleet.vllm.plugins.module_utils.bench import engine, failures, report
 from ansible_collections.gpufleet.vllm.plugins.module_utils.bench.errors import BenchError
 
 
@@ -123,6 +123,17 @@ for line in sys.stdin:
 MARK = "@@gpufleet@@ "
 
 
+def read_result(path):
+    """vLLM's result JSON from ``path``; BenchError naming the file when it is not JSON or not vLLM's shape."""
+    try:
+        with open(path) as handle:
+            result = json.load(handle)
+    except (OSError, IOError, ValueError) as exc:
+        raise BenchError("Cannot read vLLM's result file %s: %s. Rerun the benchmark; if it repeats, the vllm "
+                         "in bench_vllm_bin wrote a broken file." % (path, exc), file=path)
+    return failures.check_result(result, path, report.SUMMARY_KEYS[2:])
+
+
 class Driver(object):
     """vLLM's benchmark in one long-lived process of the venv's Python; one point per call."""
 
@@ -180,8 +191,7 @@ class Driver(object):
             if not reply.get("ok") or not names:
                 raise BenchError("vllm bench serve failed: %s: %s" % (reply.get("error"), _tail("".join(self.log))),
                                  argv=argv)
-            with open(os.path.join(result_dir, names[0])) as handle:
-                return json.load(handle), "".join(self.log)
+            return read_result(os.path.join(result_dir, names[0])), "".join(self.log)
         finally:
             shutil.rmtree(result_dir, ignore_errors=True)
 

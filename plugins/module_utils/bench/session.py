@@ -14,7 +14,7 @@ import hashlib
 import os
 import uuid
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils.bench import canary, mix, probe, report, runner, workloads
+from ansible_collections.gpufleet.vllm.plugins.module_utils.bench import canary, failures, mix, probe, report, runner, workloads
 from ansible_collections.gpufleet.vllm.plugins.module_utils.bench.errors import BenchError
 
 
@@ -82,17 +82,30 @@ def run_workload(params, check_mode=False):
             result, figures, log = runner.measure(driver, point["argv"][3:], point["metrics_urls"],
                                                   params["sample_interval"], dataset)
             if not result.get("completed"):
-                raise BenchError("vllm bench serve completed no request of workload %s via %s (concurrency %d): %s"
-                                 % (w["name"], point["target"], point["concurrency"], log[-800:]), result=result)
-            if w["mix"]:
-                # Per-class figures from vLLM's per-request lists; the generated texts (of random-token
-                # prompts) are dropped: nothing reads them and they would swell results.json.
-                point["classes"] = mix.split(result, w["mix"])
-                result.pop("generated_texts", None)
-            point.update(result=result, summary=report.summary(result), engine=figures)
+                found = failures.summarize(result)
+                raise BenchError("vllm bench serve completed no request of workload %s via %s (concurrency %d): "
+                                 "%s. %s" % (w["name"], point["target"], point["concurrency"],
+                                             failures.describe(found), log[-800:]), result=result)
+            record(point, w, result, figures)
     finally:
         driver.close()
     return dict(workload=w, points=points)
+
+
+# Per-request lists of --save-detailed that nothing reads once the failures are counted (a mix's split reads
+# them first); they would swell results.json (the texts of random-token prompts, every token's ITL).
+_DROPPED = ("generated_texts", "itls", "start_times", "queue_times")
+
+
+def record(point, w, result, figures):
+    """Fill one point: vLLM's result, the summary, the engine window, the failures (and a mix's classes)."""
+    if w["mix"]:
+        point["classes"] = mix.split(result, w["mix"])
+    point["failures"] = failures.summarize(result, failures.asked_output(w), figures)
+    for key in _DROPPED if not w["mix"] else ("generated_texts",):
+        result.pop(key, None)
+    point.update(result=result, summary=report.summary(result), engine=figures)
+    return point
 
 
 def _canary_one(params, target):

@@ -14,12 +14,23 @@ per-class figures mix.py reads from vLLM's per-request output, not on the whole 
 20 % long prompts, the run's p90 TTFT is a long prompt's). ``classes: {short: {ttft_p90_ms: 500}}`` gives a
 class its own latency bounds, which then replace the top-level ones for that class (``{long: {}}``: no
 latency bound on the long class). Throughput bounds (``min_*``) hold for the whole run.
+
+``max_error_rate`` (default 0, whether or not an SLO is declared): the share of a point's requests that failed
+(vLLM's ``failed``) or came back with fewer output tokens than asked (failures.py). It holds at EVERY point,
+whatever ``concurrency``, ``workloads`` and ``targets`` pick for the other bounds: a point with a failed
+request is not a pass, and the message names the workload (and a mix's class) and vLLM's error text.
+
+A figure that is not a finite number (NaN, inf: a JSON result may carry them) never meets a bound, and a
+bound must itself be a finite number.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
+
+from ansible_collections.gpufleet.vllm.plugins.module_utils.bench import failures
 from ansible_collections.gpufleet.vllm.plugins.module_utils.bench.errors import BenchError
 
 # SLO key -> (vLLM result key, what it is, "max" | "min")
@@ -36,14 +47,21 @@ BOUNDS = {
     "min_goodput_rps": ("request_goodput", "goodput (requests/s)", "min"),
     "min_output_tps": ("output_throughput", "output throughput (tokens/s)", "min"),
 }
+ERROR_RATE = "max_error_rate"
 OTHER_KEYS = ("concurrency", "workloads", "targets", "goodput_ttft_ms", "goodput_tpot_ms", "goodput_e2el_ms",
-              "classes")
+              "classes", ERROR_RATE)
 LATENCY_KEYS = tuple(sorted(k for k, v in BOUNDS.items() if v[2] == "max"))
 
 
+def finite(value):
+    """A real number that is neither NaN nor infinite (bool is not a number here)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and not math.isnan(value) \
+        and not math.isinf(value)
+
+
 def _number(key, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise BenchError("gpufleet_slo.%s must be a number >= 0, not %r." % (key, value))
+    if not finite(value) or value < 0:
+        raise BenchError("gpufleet_slo.%s must be a number >= 0 (not NaN or inf), not %r." % (key, value))
     return value
 
 
@@ -78,9 +96,12 @@ def validate_slo(slo, workload_names, class_names=None):
         raise BenchError("gpufleet_slo has unknown key(s) %s: use %s." % (
             ", ".join(unknown), ", ".join(sorted(BOUNDS) + sorted(OTHER_KEYS))))
     out = dict(slo)
-    for key in list(BOUNDS) + ["goodput_ttft_ms", "goodput_tpot_ms", "goodput_e2el_ms"]:
+    for key in list(BOUNDS) + ["goodput_ttft_ms", "goodput_tpot_ms", "goodput_e2el_ms", ERROR_RATE]:
         if key in out:
             _number(key, out[key])
+    if out.get(ERROR_RATE, 0) > 1:
+        raise BenchError("gpufleet_slo.max_error_rate is a share of the requests, 0 to 1 (0.01 = 1 %%), not %r."
+                         % (out[ERROR_RATE],))
     if "min_goodput_rps" in out and not any(k.startswith("goodput_") for k in out):
         raise BenchError("gpufleet_slo.min_goodput_rps needs the per-request thresholds that define goodput: "
                          "set goodput_ttft_ms and/or goodput_tpot_ms (vLLM's --goodput).")
@@ -120,15 +141,45 @@ def _judged(slo, point):
 
 def _violation(key, limit, measured, point, klass):
     what, kind = BOUNDS[key][1:]
-    if measured is not None and (measured <= limit if kind == "max" else measured >= limit):
+    if finite(measured) and (measured <= limit if kind == "max" else measured >= limit):
         return None
     workload = point["workload"] + (" (class %s)" % klass if klass else "")
+    shown = "(not reported)" if measured is None else round(measured, 3) if finite(measured) else \
+        "%r (not a finite number)" % (measured,)
     message = "SLO %s %s %s missed: measured %s %s on workload %s via %s at concurrency %d" % (
-        key, "<=" if kind == "max" else ">=", limit, what, "(not reported)" if measured is None else round(measured, 3),
-        workload, point["target"], point["concurrency"])
+        key, "<=" if kind == "max" else ">=", limit, what, shown, workload, point["target"], point["concurrency"])
     violation = dict(slo=key, limit=limit, measured=measured, workload=point["workload"], target=point["target"],
                      concurrency=point["concurrency"], message=message)
     violation["class"] = klass
+    return violation
+
+
+def _class_failures(point):
+    """(names, descriptions) of a mix point's classes with a failed or truncated request."""
+    names, parts = [], []
+    for c in point.get("classes") or []:
+        if c.get("failed") or c.get("truncated"):
+            names.append(c["name"])
+            parts.append("class %s: %s" % (c["name"], failures.describe(dict(
+                sent=c.get("requests", 0), failed=c.get("failed", 0), truncated=c.get("truncated"),
+                errors=c.get("errors") or [], error_texts_saved=True))))
+    return names, parts
+
+
+def _error_violation(limit, point):
+    """The max_error_rate violation of one point, naming the workload, the classes and vLLM's error texts."""
+    found = failures.of_point(point)
+    rate = found["error_rate"]
+    if finite(rate) and rate <= limit:
+        return None
+    names, parts = _class_failures(point)
+    message = "SLO max_error_rate <= %s missed: %s on workload %s via %s at concurrency %d%s" % (
+        limit, failures.describe(found), point["workload"], point["target"], point["concurrency"],
+        "".join("; " + p for p in parts))
+    violation = dict(slo=ERROR_RATE, limit=limit, measured=rate, workload=point["workload"], target=point["target"],
+                     concurrency=point["concurrency"], message=message, failed=found["failed"],
+                     truncated=found["truncated"], errors=found["errors"])
+    violation["class"] = ", ".join(names) or None
     return violation
 
 
@@ -137,10 +188,14 @@ def check(slo, points):
 
     Returns a list of {slo, limit, measured, workload, class, target, concurrency, message} (class: the mix
     class, else None); an SLO that no point was measured for (a concurrency outside every sweep) is itself
-    a violation.
+    a violation. ``max_error_rate`` (default 0) is checked at every point, also with an empty ``slo``.
     """
+    slo = slo or {}
     violations, checked = [], 0
     for point in points:
+        found = _error_violation(slo.get(ERROR_RATE, 0), point)
+        if found:
+            violations.append(found)
         if not _applies(slo, point):
             continue
         checked += 1

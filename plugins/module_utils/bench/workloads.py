@@ -11,7 +11,9 @@ used here. Datasets: ``random`` (``--random-input-len``, ``--random-output-len``
 ``--prefix-repetition-num-prefixes``) run from the plain install. ``custom`` (a JSONL) needs pandas
 (``vllm[bench]``: ``CustomDataset.load_data`` calls ``pd.read_json``), which the vllm role does not
 install, so it is not offered. ``random`` always sends ``ignore_eos`` (serve.py sets it for the
-OpenAI-compatible backends), so every request generates exactly ``output_len`` tokens. A length mix
+OpenAI-compatible backends), so every request generates exactly ``output_len`` tokens; the argv also says
+``--ignore-eos`` for every dataset, and ``--save-detailed`` (each request's error text and token counts, read
+by failures.py). A length mix
 (``mix``: short and long prompts in one run) uses the ``timed_trace`` dataset: see mix.py.
 """
 
@@ -211,6 +213,10 @@ def bench_argv(vllm, w, concurrency, base_url, model, tokenizer, result_dir, res
     argv = [vllm, "bench", "serve", "--backend", "openai", "--endpoint", "/v1/completions",
             "--base-url", base_url.rstrip("/"), "--model", model, "--tokenizer", tokenizer]
     argv += _dataset_args(w)
+    if w["mix"] is None:
+        # Every token asked for must come back (failures.py counts shorter answers), and vLLM saves each
+        # request's error text and token counts (the report names why a request failed).
+        argv += ["--ignore-eos", "--save-detailed"]
     argv += ["--num-prompts", str(w["num_prompts"]), "--max-concurrency", str(concurrency), "--seed", str(seed if seed is not None else w["seed"] or 0)]
     if w["request_rate"] is not None:
         argv += ["--request-rate", repr(w["request_rate"])]

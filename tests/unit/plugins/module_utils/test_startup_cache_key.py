@@ -45,11 +45,15 @@ def test_unit_inputs_cut_numactl_and_find_the_venv():
     assert unit("units/cpu-group-member.service")[3] == "1"
 
 
-@pytest.mark.parametrize("change, expected", [
-    # (what changes between two starts of cpu-single.service, [(input, enters_key)])
-    ({"argv_extra": ["--max-model-len", "1024"]}, [("argv --max-model-len", True)]),
-    ({"argv_extra": ["--port", "8102"]}, []),  # --port was 8101: changed below, see test body
-    ({"argv_extra": ["--gpu-memory-utilization", "0.5"]}, [("argv --gpu-memory-utilization", False)]),
+# (what changes between two starts of cpu-single.service, [(input, enters_key)]). Every expected value is
+# written by hand from vLLM 0.32.0's compute_hash functions (cache_key's docstring), never read from cache_key:
+# "argv_set" replaces the flag's value when the unit has it (--port is 8101 there) and appends it otherwise.
+KEY_ROWS = [
+    ({"argv_set": ["--max-model-len", "1024"]}, [("argv --max-model-len", True)]),
+    ({"argv_set": ["--port", "8102"]}, [("argv --port", False)]),
+    ({"argv_set": ["--served-model-name", "other"]}, [("argv --served-model-name", False)]),
+    ({"argv_set": ["--gpu-memory-utilization", "0.5"]}, [("argv --gpu-memory-utilization", False)]),
+    ({"argv_set": ["--dtype", "float32"]}, [("argv --dtype", True)]),
     ({"env": {"VLLM_HOST_IP": "10.0.0.9"}}, [("env VLLM_HOST_IP", False)]),
     ({"env": {"VLLM_CPU_KVCACHE_SPACE": "8"}}, [("env VLLM_CPU_KVCACHE_SPACE", False)]),
     ({"env": {"VLLM_CPU_NUM_OF_RESERVED_CPU": "2"}}, [("env VLLM_CPU_NUM_OF_RESERVED_CPU", True)]),
@@ -57,23 +61,46 @@ def test_unit_inputs_cut_numactl_and_find_the_venv():
     ({"env": {"FAKE_VLLM_MODE": "slow"}}, [("env FAKE_VLLM_MODE", False)]),
     ({"vllm_version": "0.33.1"}, [("vllm_version", True)]),
     ({"venv": "/opt/vllm/venvs/0.33.0-other"}, [("venv", True)]),
-])
-def test_differences_name_what_enters_the_key(change, expected):
+]
+
+
+def _differences(change):
+    """[(input, enters_key)] between cpu-single.service and the same start with ``change``."""
     before = start_inputs("units/cpu-single.service")
     change = dict(change)
-    extra = change.pop("argv_extra", None)
-    if extra:
+    flag_value = change.pop("argv_set", None)
+    if flag_value:
         argv = list(before["argv"])
-        if extra[0] in argv:
-            argv[argv.index(extra[0]) + 1] = extra[1]
-            expected = [("argv %s" % extra[0], extra[0] not in cache_key.ARGV_NOT_IN_KEY)]
+        if flag_value[0] in argv:
+            argv[argv.index(flag_value[0]) + 1] = flag_value[1]
         else:
-            argv += extra
+            argv += flag_value
         change["argv"] = argv
     after = start_inputs("units/cpu-single.service", **change)
-    got = [(d["input"], d["enters_key"]) for d in cache_key.differences(before, after)
-           if d["input"] != "cache_dir"]
-    assert got == expected
+    return [(d["input"], d["enters_key"]) for d in cache_key.differences(before, after) if d["input"] != "cache_dir"]
+
+
+@pytest.mark.parametrize("change, expected", KEY_ROWS)
+def test_differences_name_what_enters_the_key(change, expected):
+    assert _differences(change) == expected
+
+
+def test_the_unit_really_has_the_port_the_row_changes():
+    argv = start_inputs("units/cpu-single.service")["argv"]
+    assert argv[argv.index("--port") + 1] == "8101"
+
+
+@pytest.mark.parametrize("planted, row", [
+    # --port planted INTO the key: the --port row must fail
+    (lambda flags: flags - {"--port"}, 1),
+    # --max-model-len planted OUT of the key: the --max-model-len row must fail
+    (lambda flags: flags | {"--max-model-len"}, 0),
+])
+def test_a_planted_change_of_the_key_fails_the_table(monkeypatch, planted, row):
+    change, expected = KEY_ROWS[row]
+    assert _differences(change) == expected
+    monkeypatch.setattr(cache_key, "ARGV_NOT_IN_KEY", planted(cache_key.ARGV_NOT_IN_KEY))
+    assert _differences(change) != expected
 
 
 def test_fingerprint_ignores_host_address_and_cache_folder_but_not_the_model():

@@ -79,3 +79,25 @@ def test_check_mode_writes_nothing(monkeypatch, tmp_path):
                         check_mode=True)
     assert result["changed"] is False and os.listdir(str(tmp_path)) == []
     assert len(result["slo_violations"]) == 2
+
+
+def test_the_real_30k_rows_that_lost_requests_fail_without_any_slo(monkeypatch, tmp_path):
+    """The 2026-12-02 H200 run: long-30k lost 2 of 8 (concurrency 1) and 1 of 8 (concurrency 4) to 400 Bad
+    Request; the report written then said nothing. Now the default max_error_rate 0 names both."""
+    with open(os.path.join(FIXTURES, "h200-0.26.0-20261202", "32k", "results.json"), encoding="utf-8") as handle:
+        points = json.load(handle)["points"]
+    result = run_module(monkeypatch, vllm_bench_report.main, _args(tmp_path, points=points, plot=False))
+    assert [(v["slo"], v["workload"], v["concurrency"]) for v in result["slo_violations"]] == \
+        [("max_error_rate", "long-30k", 1), ("max_error_rate", "long-30k", 4)]
+    assert "2 of 8 requests failed" in result["slo_message"] and "1 of 8 requests failed" in result["slo_message"]
+    assert "| long-30k | bench-dense-qwen3-8b-32k-0 | 1 |" in result["table"]
+    assert "| 2/8 |" in result["table"] and "| 1/8 |" in result["table"]
+
+
+def test_a_malformed_baseline_fails_naming_the_file(monkeypatch, tmp_path):
+    for text in ('{"points": [{"workload": "short"}]}', '{"points": 3}', "[1]", "{"):
+        path = tmp_path / "baseline.json"
+        path.write_text(text)
+        bad = run_module(monkeypatch, vllm_bench_report.main, _args(tmp_path, baseline=str(path), plot=False))
+        assert bad["failed"] and str(path) in bad["msg"], (text, bad)
+        assert "This is a bug" not in bad["msg"]

@@ -231,12 +231,12 @@ def test_table_has_a_row_per_class(point):
     assert lines[0].startswith("| workload | via | conc. |") and len(lines) == 10
     # vLLM's own whole-run row: TTFT p50/p90/p99 235.258/522.035/618.861
     assert lines[2].startswith("| mix | tiny-qwen3-0 | 4 | 6.59 | - | 421.5 | 235.3/522.0/618.9 |")
-    assert lines[8] == ("| mix | tiny-qwen3-0 | 4 | short | 16/0 | 512 | 64 | 240.0/187.6/421.5/601.5 | 4.6/8.8 | 6.9 "
+    assert lines[8] == ("| mix | tiny-qwen3-0 | 4 | short | 16/0/0 | 512 | 64 | 240.0/187.6/421.5/601.5 | 4.6/8.8 | 6.9 "
                         "| 603.2/904.4/918.6 |")
-    assert lines[9].startswith("| mix | tiny-qwen3-0 | 4 | long | 4/0 | 1984 | 64 | 348.7/288.6/525.0/609.8 |")
+    assert lines[9].startswith("| mix | tiny-qwen3-0 | 4 | long | 4/0/0 | 1984 | 64 | 348.7/288.6/525.0/609.8 |")
     page = document.render(dict(host="h", instance="i", vllm_version="0.32.0", plan_hash="p", stamp="s",
                                 points=[point], canary=[], probe={}, slo={}, slo_violations=[], verdict={}))
-    assert "| mix | tiny-qwen3-0 | 4 | long | 4/0 |" in page
+    assert "| mix | tiny-qwen3-0 | 4 | long | 4/0/0 |" in page
 
 
 def test_regression_compares_the_classes(point):

@@ -49,7 +49,9 @@ def test_table_row_carries_vllms_figures(c4):
     # p90 TPOT 12.741, max_concurrent_requests 8
     assert row[:10] == ["short", "front_door", "4", "16.66", "16.66", "266.5", "76.4/81.8/81.9", "9.7/17.7/40.1",
                         "12.7", "8"]
-    assert row[10:] == ["0.0", "0.05", "4", "0", "0.02", "-"]
+    assert row[10:16] == ["0.0", "0.05", "4", "0", "0.02", "-"]
+    # completed 8, failed 0 (vLLM's counts); truncation unknown without the workload; no engine abort counter
+    assert row[16:] == ["0/8", "-", "-"]
     table = report.markdown_table([c4])
     assert table.splitlines()[0].startswith("| workload | via | conc. |")
     assert len(table.splitlines()) == 3

