@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite (README's test command). Does its own set-up first.
-#   ansible-lint (production profile), ansible-test sanity and units, pytest (tests/functional),
+#   scripts/lint.sh (ansible-lint production profile, antsibull-docs and antsibull-changelog lint),
+#   ansible-test sanity and units, pytest (tests/functional),
 #   and every Molecule scenario under extensions/molecule/.
 # Usage: ./scripts/test.sh [--quick]   (--quick: no Molecule scenarios)
 # Every step runs even when an earlier one fails; the exit code is non-zero if any failed.
@@ -84,9 +85,9 @@ run_scenarios() {
   # Longest first (seconds measured from a fresh clone on a fresh machine, 2 cores, two at a time, 2026-12-03:
   # vllm_serve 1496 (with monitoring, the benchmark and the tune loop), multinode 1166 (with the rollouts and
   # the benchmark-gate rollback), fleet 501, vllm_lifecycle 188, model_storage 94, nginx 88, mig 45,
-  # gpu_preflight 32, model_weights 30): each free lane takes the longest scenario left, so the two lanes end
+  # gpu_preflight 32, model_weights 30; examples about 330 alone on 2026-12-04): each free lane takes the longest scenario left, so the two lanes end
   # close together (1834 and 1806 s that run). A scenario not listed runs last.
-  local longest_first="vllm_serve multinode fleet vllm_lifecycle model_storage nginx mig gpu_preflight model_weights"
+  local longest_first="vllm_serve multinode fleet examples vllm_lifecycle model_storage nginx mig gpu_preflight model_weights"
   declare -a order=()
   [ -f "$ROOT/extensions/molecule/host_tuning/molecule.yml" ] && order+=(host_tuning)
   for scenario in $longest_first; do

@@ -32,7 +32,7 @@ EXAMPLE_MODELS = {
     "h100x4": ("Qwen__Qwen3-32B.config.json", "online fp8", 32768),
     "h200x8": ("Qwen__Qwen3-32B.config.json", "bfloat16", 32768),
     "h200x8x2": ("Qwen__Qwen3-235B-A22B.config.json", "bfloat16", 131072),
-    "rtx4090x4": ("LibertAIDAI__Qwen3.6-27B-W4A16-G128.config.json", "gptq", 750000),
+    "rtx4090x4": ("88plug__Qwen3.6-27B-W4A16.config.json", "compressed-tensors", 750000),
 }
 
 
@@ -48,7 +48,7 @@ def plan_table(name):
     cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", os.path.join(EXAMPLES, name),
            "gpufleet.vllm.plan", "-e", "plan_model=" + config, "-e", "plan_offline=true",
            "-e", "ansible_python_interpreter=" + sys.executable]
-    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads(result.stdout)
     for task in report["plays"][0]["tasks"]:

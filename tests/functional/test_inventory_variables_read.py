@@ -79,5 +79,5 @@ def test_the_check_finds_an_unread_variable(tmp_path):
     (planted / "group_vars" / "all.yml").write_text("gpufleet_model_name: nobody-reads-me\n")
     (planted / "hosts.yml").write_text("all:\n  hosts:\n    h1:\n      gpufleet_typo_var: 1\n")
     text = reader_text()
-    names = [name for name, _ in inventory_variables(str(planted)) if not re.search(r"\b%s\b" % name, text)]
+    names = [name for name, _where in inventory_variables(str(planted)) if not re.search(r"\b%s\b" % name, text)]
     assert names == ["gpufleet_model_name", "gpufleet_typo_var"]

@@ -34,7 +34,8 @@ def _task_names(tasks):
 
 
 def test_gate_sits_between_the_upgrade_and_the_upgraded_mark():
-    play = yaml.safe_load((ROOT / "playbooks" / "rollout.yml").read_text())[0]
+    play = next(p for p in yaml.safe_load((ROOT / "playbooks" / "rollout.yml").read_text())
+                if p["name"] == "Roll out vLLM in batches")
     block = next(t for t in play["tasks"] if "block" in t)
     names = _task_names(block["block"])
     before = next(i for i, n in enumerate(names) if n.startswith("Benchmark the host before"))

@@ -178,6 +178,45 @@ def mig_testhost():
     return a100
 
 
+def _nvswitch_box(count, name, memory, cc, power_w, prefix, links, link_version, driver):
+    """An NVSwitch box: every GPU's links to the switches, the first half on NUMA node 0, the rest on node 1."""
+    gpus = []
+    for i in range(count):
+        node = 0 if i < count // 2 else 1
+        gpus.append(_gpu(i, name, "00000000:%02X:00.0" % (0x18 + 0x10 * i), memory, cc, power_w, prefix, mig=(0, 0),
+                         numa=node, cpus=list(range(0, 32)) if node == 0 else list(range(32, 64)),
+                         nvlinks=_switch_links(links, link_version), fabric={"state": 3, "status": 0}))
+    pairs = dict(("%d-%d" % (a, b), {"p2p_nvlink": 0, "ancestor": 40 if (a < count // 2) == (b < count // 2) else 50})
+                 for a in range(count) for b in range(a + 1, count))
+    return {"driver_version": driver, "cuda_driver_version": 12040, "nvml_version": "12." + driver,
+            "init_error": None, "gpus": gpus, "pairs": pairs}
+
+
+def h100x4_example():
+    """The h100x4 example's host: 4 x H100 80GB HBM3 SXM on NVLink (NVSwitch), GPUs 0-1 / 2-3 per NUMA node."""
+    return _nvswitch_box(4, "NVIDIA H100 80GB HBM3", 85520809984, (9, 0), 700, "h100", 18, 4, "550.54.15")
+
+
+def h200x8_example():
+    """The h200x8 / h200x8x2 examples' hosts: 8 x H200 (143771 MiB) on NVSwitch, 4 GPUs per NUMA node."""
+    return _nvswitch_box(8, "NVIDIA H200", 150754820096, (9, 0), 700, "h200", 18, 4, "570.86.15")
+
+
+def a100x2_example():
+    """The a100x2 example's host: the bridged A100 pair on a driver the example accepts (min_driver 550)."""
+    state = a100x2_pcie_bridge()
+    state.update(driver_version="550.54.15", cuda_driver_version=12040, nvml_version="12.550.54.15")
+    return state
+
+
+def rtx4090x4_example():
+    """The rtx4090x4 example's host once nvidia-persistenced runs (the example expects persistence on)."""
+    state = rtx4090x4_two_numa()
+    for gpu in state["gpus"]:
+        gpu["persistence"] = 1
+    return state
+
+
 TOPOLOGIES = {
     "h200x2": h200x2,
     "h100x8_nvswitch": h100x8_nvswitch,
@@ -188,6 +227,10 @@ TOPOLOGIES = {
     "nvml_mismatch": nvml_mismatch,
     "no_driver": no_driver,
     "mig_testhost": mig_testhost,
+    "a100x2_example": a100x2_example,
+    "h100x4_example": h100x4_example,
+    "h200x8_example": h200x8_example,
+    "rtx4090x4_example": rtx4090x4_example,
 }
 
 
