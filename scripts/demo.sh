@@ -9,7 +9,7 @@
 #        ./scripts/demo.sh --destroy  remove the demo host, restore this machine's vm.* values
 #        ./scripts/demo.sh --purge    --destroy, then remove what the demo downloaded or built: the CPU
 #                                     wheelhouse (~860 MB), the tiny-model venv and the test-host image
-# Times and disk: README.md ("Try it").
+# Times and disk: docs/serving.md ("The demo").
 source "$(dirname "$0")/lib.sh"
 HOST=gpufleet-demo
 saved="$BUILD/demo-vm-sysctls.txt"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The execution environment (execution-environment.yml, ansible-builder v3), built here with podman and
+# The lab's offline execution environment (execution-environment-offline.yml, ansible-builder v3), built here with podman and
 # no registry, and the demo's site.yml run through it with ansible-navigator.
 # Usage: ./scripts/ee.sh build [--no-cache]   base image (debootstrap, once), the collection tarballs, then
 #                                             ansible-builder build; prints the build time and the image size
@@ -9,7 +9,8 @@
 #        ./scripts/ee.sh base [--force]       the base image alone (Debian 12, python3, pip)
 # The EE reaches the demo host the way AWX reaches a fleet host: ssh, with a key the run makes (an AWX
 # machine credential) and the host's key pinned in known_hosts. The demo host gets openssh-server for it.
-# Figures and the AWX/AAP steps: README.md, "Execution environment".
+# Figures and the AWX/AAP steps: docs/execution-environment.md. The shipped definition for users (a standard base,
+# collections by name from Galaxy) is execution-environment.yml; this script builds the offline variant.
 source "$(dirname "$0")/lib.sh"
 EE_IMAGE="localhost/gpufleet-ee:0.1.0"
 EE_BASE="localhost/gpufleet-ee-base:bookworm"
@@ -55,7 +56,7 @@ APT
   rm -rf "$rootfs"
 }
 
-# This checkout as a Galaxy artifact and the bundle's collections as folders, named as execution-environment.yml lists them.
+# This checkout as a Galaxy artifact and the bundle's collections as folders, named as execution-environment-offline.yml lists them.
 collection_tarballs() {
   local site bundle name ns coll version
   rm -rf "$EE_DIR/collections"; mkdir -p "$EE_DIR/collections"
@@ -87,7 +88,7 @@ build() {
   collection_tarballs
   log "ansible-builder build ${nocache[*]} (log: $EE_DIR/build.log)"
   rm -rf "$EE_DIR/context"
-  (cd "$ROOT" && ansible-builder build --container-runtime podman -f execution-environment.yml \
+  (cd "$ROOT" && ansible-builder build --container-runtime podman -f execution-environment-offline.yml \
      -c "$EE_DIR/context" -t "$EE_IMAGE" "${nocache[@]}" -v 3) >"$EE_DIR/build.log" 2>&1 \
     || { tail -40 "$EE_DIR/build.log"; die "ansible-builder build failed (log: $EE_DIR/build.log)"; }
   size=$(podman image inspect "$EE_IMAGE" --format '{{.Size}}')

@@ -9,7 +9,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 name: bench_setup
 short_description: Check a benchmark's inputs and derive its targets, workloads and SLO (bench role)
-version_added: 0.3.0
+version_added: 0.1.0
 author: gpufleet.vllm maintainers
 description:
   - From a host's planned instances (C(vllm_served_instances)) and its rendered nginx.conf, returns what

@@ -9,7 +9,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 name: group_findings
 short_description: Compare the probes of a multi-host vLLM group and list every problem, per host
-version_added: 0.2.0
+version_added: 0.1.0
 author: gpufleet.vllm maintainers
 description:
   - Takes the probes of every host of one multi-host vLLM instance (from M(gpufleet.vllm.vllm_group_probe),

@@ -9,7 +9,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 name: ray_node_findings
 short_description: Compare a Ray cluster's nodes with the hosts of a multi-host vLLM group
-version_added: 0.3.0
+version_added: 0.1.0
 author: gpufleet.vllm maintainers
 description:
   - Takes what C(ray.nodes()) returned on the head and the group's members (host and fabric address), and

@@ -9,7 +9,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 name: ray_start_argv
 short_description: The C(ray start --block) command line of one host of a multi-host vLLM group on Ray
-version_added: 0.3.0
+version_added: 0.1.0
 author: gpufleet.vllm maintainers
 description:
   - The head (node rank 0) starts the Ray cluster (C(--head --port GCS), no dashboard); every other host joins

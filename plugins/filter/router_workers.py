@@ -9,7 +9,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 name: router_workers
 short_description: The vLLM router's worker URLs for one model, from the fleet's planned instances (router role)
-version_added: 0.4.0
+version_added: 0.1.0
 author: gpufleet.vllm maintainers
 description:
   - Takes one entry per host of the router's C(router_workers_from) group (C(name), C(instances) - that host's

@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: vllm_group_probe
 short_description: Probe one host of a multi-host vLLM group for the cross-host checks vLLM does not make
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Reads what must match across the hosts of one multi-host vLLM instance (C(--nnodes) > 1) and what
     each host needs for it - the venv's installed distributions and vLLM version, the served model

@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: vllm_startup_report
 short_description: Report the start-up phases of a vLLM unit's current start and whether its compile cache hit
-version_added: 0.4.0
+version_added: 0.1.0
 description:
   - Reads the journal of the unit's current start (its C(InvocationID)) and the engine's own log lines in it,
     and returns the phases with seconds (API server, weights, torch.compile, profiling, KV cache sizing,

@@ -4,6 +4,7 @@
 """Every role's meta/argument_specs.yml declares exactly the variables of defaults/main.yml, with the
 same defaults, and every public variable is prefixed with the role's name."""
 import pathlib
+import re
 
 import pytest
 import yaml
@@ -53,6 +54,14 @@ def defaults_drift(role, specs, defaults):
                 problems.append("%s is not prefixed with '%s_'" % (where, role))
             if not spec.get("description"):
                 problems.append("%s has no description" % where)
+            if _templated_collection(spec, defaults.get(name)):
+                # antsibull-docs validates a default against the type: a Jinja string is no list or dict. Such an
+                # option declares no default; its description names the variable defaults/main.yml templates.
+                source = re.search(r"\{\{\s*(\w+)", defaults[name]).group(1)
+                if "default" in spec or "C(%s)" % source not in str(spec["description"]):
+                    problems.append("%s: a templated %s default: no default in argument_specs, its description "
+                                    "names C(%s)" % (where, spec["type"], source))
+                continue
             if name in defaults and not spec.get("required") and spec.get("default") != defaults[name]:
                 problems.append("%s: argument_specs default %r != defaults/main.yml %r" % (where, spec.get("default"), defaults[name]))
             if name not in defaults and not spec.get("required") and "default" in spec:
@@ -60,6 +69,11 @@ def defaults_drift(role, specs, defaults):
     problems += ["%s: in defaults/main.yml but not in meta/argument_specs.yml: %s" % (role, name)
                  for name in sorted(set(defaults) - declared)]
     return problems
+
+
+def _templated_collection(spec, default):
+    """A list or dict option whose defaults/main.yml value is a Jinja template."""
+    return spec.get("type") in ("list", "dict") and isinstance(default, str) and "{{" in default
 
 
 def _role_files(role):

@@ -2,7 +2,7 @@
 # Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """benchmarks/controller_cost.sh refuses bad options by name before it builds or starts anything (the benchmark
-itself needs podman and several minutes: README, "The controller at fleet size")."""
+itself needs podman and several minutes: docs/controller-at-scale.md)."""
 import pathlib
 import subprocess
 
