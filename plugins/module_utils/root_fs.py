@@ -63,15 +63,18 @@ def open_dir_at(parent_fd, name, where):
         raise refused(where, exc)
 
 
-def open_file_at(dir_fd, name, where, flags=os.O_RDONLY, mode=0o600):
-    """A regular file under ``dir_fd``, never through a link, never blocking on a FIFO."""
+def open_file_at(dir_fd, name, where, flags=os.O_RDONLY, mode=0o600, error=None):
+    """A regular file under ``dir_fd``, never through a link, never blocking on a FIFO.
+
+    ``error(where, exc=None)`` builds the caller's refusal (default :func:`refused`); weights.safefs passes its own."""
+    error = error or refused
     try:
         fd = os.open(name, flags | NOFOLLOW | NONBLOCK | CLOEXEC, mode, dir_fd=dir_fd)
     except OSError as exc:
-        raise refused(where, exc)
+        raise error(where, exc)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise refused(where)
+        raise error(where)
     if NONBLOCK:
         import fcntl
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~NONBLOCK)

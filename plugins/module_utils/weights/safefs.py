@@ -20,6 +20,8 @@ import errno
 import os
 import stat
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils import root_fs
+from ansible_collections.gpufleet.vllm.plugins.module_utils.root_fs import lstat_at  # noqa: F401 (re-exported)
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.errors import WeightsError
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -140,29 +142,10 @@ def open_dirs(root_fd, parts, where, create=False, mode=0o755):
     return fd
 
 
-def lstat_at(dir_fd, name):
-    """lstat of ``name`` in ``dir_fd`` or None when absent."""
-    try:
-        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except OSError as exc:
-        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
-            return None
-        raise
-
-
 def open_file(dir_fd, name, where, flags=os.O_RDONLY, mode=0o600):
-    """Open a regular file without following a link (and without blocking on a FIFO)."""
-    try:
-        fd = os.open(name, flags | NOFOLLOW | NONBLOCK | CLOEXEC, mode, dir_fd=dir_fd)
-    except OSError as exc:
-        raise link_refused(where, exc)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise link_refused(where)
-    if NONBLOCK:
-        import fcntl
-        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~NONBLOCK)
-    return fd
+    """Open a regular file without following a link (and without blocking on a FIFO): root_fs's, with this
+    package's message."""
+    return root_fs.open_file_at(dir_fd, name, where, flags, mode, error=link_refused)
 
 
 def read_text(dir_fd, name, where):
