@@ -21,8 +21,8 @@ description:
     concurrency sweep; needs matplotlib, reported and skipped when it is missing).
   - Checks O(slo) against the figures and returns every violation with the SLO, the measured figure and the
     workload (the bench role fails on them after the report is written). C(slo.max_error_rate) (default V(0),
-    also when O(slo) is empty) holds at every point - failed requests (vLLM's C(failed) and error texts) and
-    outputs shorter than asked; the table has C(failed/sent), C(truncated) and C(aborted (engine)) per row.
+    also when O(slo) is empty) holds at every point over failed requests (vLLM's C(failed) and error texts);
+    outputs shorter than asked are reported, not counted; the table has C(failed/sent), C(truncated) and C(aborted (engine)) per row.
     A figure that is NaN or infinite never meets a bound. Malformed O(points) or O(baseline) fail naming where. For a length mix (points with
     C(classes)) the latency bounds hold for each class, C(slo.classes) gives a class its own; throughput
     bounds hold for the whole run. The table then has one row per class below the run's row.

@@ -105,15 +105,16 @@ def summarize(result, asked=None, engine=None):
     """The failures of one point: {sent, completed, failed, truncated, error_rate, errors, aborted}.
 
     ``asked``: the output tokens each request must get back (a number, or {input_len: output tokens} for a
-    mix); None where the benchmark does not send ignore_eos. ``error_rate`` = (failed + truncated) / sent.
+    mix); None where the benchmark does not send ignore_eos. ``error_rate`` = failed / sent: a truncated output is
+    reported beside it, not counted as an error (a prompt that re-tokenizes longer than asked stops at
+    max_model_len, which is the engine's limit doing its job, not a failed request).
     """
     completed, failed = result.get("completed") or 0, result.get("failed") or 0
     truncated = _truncated(result, asked)
     sent = completed + failed
-    bad = failed + (truncated or 0)
     engine = engine or {}
     return dict(sent=sent, completed=completed, failed=failed, truncated=truncated,
-                error_rate=(float(bad) / sent) if sent else 1.0,
+                error_rate=(float(failed) / sent) if sent else 1.0,
                 errors=error_texts(result.get("errors") or []), error_texts_saved="errors" in result,
                 aborted=engine.get("aborted_requests"), errored=engine.get("errored_requests"))
 

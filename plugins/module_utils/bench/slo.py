@@ -155,10 +155,10 @@ def _violation(key, limit, measured, point, klass):
 
 
 def _class_failures(point):
-    """(names, descriptions) of a mix point's classes with a failed or truncated request."""
+    """(names, descriptions) of a mix point's classes with a failed request."""
     names, parts = [], []
     for c in point.get("classes") or []:
-        if c.get("failed") or c.get("truncated"):
+        if c.get("failed"):
             names.append(c["name"])
             parts.append("class %s: %s" % (c["name"], failures.describe(dict(
                 sent=c.get("requests", 0), failed=c.get("failed", 0), truncated=c.get("truncated"),

@@ -147,13 +147,15 @@ def test_a_failed_long_request_names_its_class_and_the_error_text(mix_result):
         [("short", 16, 0, []), ("long", 3, 1, [dict(text="Bad Request", count=1)])]
 
 
-def test_a_short_answer_under_ignore_eos_is_truncated(mix_result):
+def test_a_short_answer_under_ignore_eos_is_truncated_and_reported_not_failed(mix_result):
+    """A short answer is counted and shown, but is no error: a prompt that re-tokenizes longer than asked stops at
+    max_model_len (the vllm_serve scenario's full-context workload does exactly that on the real CPU engine)."""
     point = _mix_point(_plant(mix_result, 512, output_len=10))
     assert point["failures"]["truncated"] == 1 and point["failures"]["failed"] == 0
+    assert point["failures"]["error_rate"] == 0.0
     assert [c["truncated"] for c in point["classes"]] == [1, 0]
-    message = slo.check({}, [point])[0]["message"]
-    assert "0 of 20 requests failed, 1 returned fewer output tokens than asked (ignore_eos)" in message
-    assert "class short:" in message
+    assert slo.check({}, [point]) == []
+    assert failures.describe(point["failures"]) == "0 of 20 requests failed, 1 returned fewer output tokens than asked (ignore_eos)"
 
 
 @pytest.mark.parametrize("asked, expected", [
