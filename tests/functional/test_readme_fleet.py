@@ -14,6 +14,7 @@ GPUs) and stops in its first role, gpu_preflight, for the same reason, with noth
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -119,4 +120,8 @@ def test_readme_fleet_block_runs_verbatim_without_galaxy(tmp_path):
     assert "[WARNING]: Could not match supplied host pattern" not in out
     assert "changed=0" in site_out
     assert host_state() == before
+    # The controller needs none of the engine's packages.
+    pip_list = subprocess.run([str(project / ".venv" / "bin" / "python"), "-m", "pip", "list", "--format", "json"],
+                              capture_output=True, text=True, check=True).stdout
+    assert not {"vllm", "torch", "pynvml", "nvidia-ml-py"} & {p["name"].lower() for p in json.loads(pip_list)}
     shutil.rmtree(str(project / ".venv"), ignore_errors=True)
