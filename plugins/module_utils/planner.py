@@ -203,6 +203,7 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     _layout_and_hardware(c)
     _hardware_figures(c)
     _head_and_dtype_findings(c)
+    _checkpoint_findings(c)
     _context_length(c)
     _kv_memory(c)
     cap = _capacity(c)
@@ -314,6 +315,23 @@ def _head_and_dtype_findings(c):
         c.findings.append(_f("warning", "fp8_kv_without_fp8_hardware",
                              "kv_cache_dtype %s on compute capability %s: no native FP8 (A100-class); vLLM converts in software" % (kv_dtype, cc),
                              "use kv_cache_dtype auto on sm80, or accept the slower FP8 path"))
+
+
+def _checkpoint_findings(c):
+    """What the release refuses in the checkpoint's own quantization_config, before vLLM would at start-up."""
+    raw = c.raw_config if isinstance(c.raw_config, dict) else {}
+    text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else {}
+    quant = raw.get("quantization_config") or text.get("quantization_config")
+    rule = R.rule_for(R.GPTQ_DESC_ACT_REFUSED, c.version)
+    if not (rule and rule[1] and isinstance(quant, dict)):
+        return
+    if str(quant.get("quant_method") or "").lower() == "gptq" and quant.get("desc_act") is True \
+            and quant.get("group_size", 128) != -1:
+        c.findings.append(_f("error", "gptq_desc_act_refused",
+                             "the checkpoint is GPTQ with desc_act true (group activation ordering, group_size %s): vLLM %s "
+                             "refuses to load it (%s)" % (quant.get("group_size", 128), c.version, rule[2]),
+                             "use a checkpoint quantized with desc_act false or static activation ordering "
+                             "(or compressed-tensors), or a vLLM release before %s" % R.version_text(rule[0])))
 
 
 def _context_length(c):

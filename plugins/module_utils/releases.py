@@ -75,6 +75,15 @@ V_ONE_LINE_LOG = (0, 28, 0)        # before: "GPU KV cache size: N tokens" then 
 V_DEVICE_NAME_LOG = (0, 30, 0)     # before: always "GPU", even on the CPU build; from 0.30.0 "CPU" there
 V_GDN_CHECKPOINT = (0, 33, 0)
 
+# --- Checkpoints a release refuses to load (planner._checkpoint_findings) --------------------------------------
+# GPTQ with group activation ordering (desc_act true and a group size other than -1): (first release, refused,
+# where it was read). Before the first row the rule is not known here (no finding).
+GPTQ_DESC_ACT_REFUSED = (
+    ((0, 33, 0), True, "vLLM 0.33.0 model_executor/layers/quantization/utils/gptq_utils.py "
+                       "normalize_and_validate_gptq_desc_act: 'GPTQ group activation ordering (desc_act=True) is no longer "
+                       "supported' unless group_size is -1"),
+)
+
 # --- Model runner per family (engine_memory.model_runner). Families: dense, moe, moe_v2_arch, hybrid. ------
 RUNNER_RULES = (
     ((0, 0, 0), {"dense": "v1", "moe": "v1", "moe_v2_arch": "v1", "hybrid": "v1"},
