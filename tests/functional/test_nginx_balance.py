@@ -153,7 +153,10 @@ def test_a_few_sessions_keep_their_engine_but_are_not_load_bounded(front):
 def test_an_empty_session_header_is_balanced_like_none(front):
     url, _conf_text = front
     served = [_send(url, SYSTEM + str(i), session="") for i in range(24)]
-    assert _shares(served) == {"a": 0.5, "b": 0.5}
+    shares = _shares(served)
+    # not exactly 50/50: nginx may still count the previous request's connection when the next one arrives (seen in
+    # CI: 13/11); an empty key that fell to the hash would put every request on one engine
+    assert set(shares) == {"a", "b"} and all(0.35 <= share <= 0.65 for share in shares.values()), shares
 
 
 def test_nginx_own_hash_on_an_empty_key_is_why_the_map_exists(tmp_path):
