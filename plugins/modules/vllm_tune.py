@@ -48,10 +48,31 @@ options:
     description:
       - C(tune_grid) - knob to list of values, V(null) meaning vLLM's default. Knobs C(max_num_batched_tokens),
         C(max_num_seqs), C(enable_prefix_caching), C(kv_cache_dtype), C(num_speculative_tokens) (models with MTP
-        layers), C(layout) (C({tensor_parallel_size, instances})), C(extra_args) (lists of pass-through flags).
-      - Empty - the default grid (scheduler budgets; MTP tokens where the model has them; on multi-GPU hosts the layouts).
+        layers), C(cpu_offload_bytes) (the KV offload tier in host memory), C(layout)
+        (C({tensor_parallel_size, instances})), C(extra_args) (lists of pass-through flags).
+      - Empty - the default grid, derived from O(base_capacity) and the workloads. A workload the GPU KV cache cannot
+        hold gets the KV knobs - a host-memory offload tier when its reused prefixes exceed the GPU cache, an fp8 KV
+        cache with O(allow_lossy) - otherwise the scheduler budgets; MTP tokens where the model has them; on
+        multi-GPU hosts the layouts. RV(grid_why) says why.
     type: dict
     default: {}
+  allow_lossy:
+    description:
+      - Allow candidates that change what the model answers (an fp8 KV cache, as C(kv_cache_dtype) or as
+        C(--kv-cache-dtype) in C(extra_args)); without it such a grid value is an error. The report marks them lossy.
+    type: bool
+    default: false
+  base_capacity:
+    description:
+      - The C(capacity) of the base profile's plan (M(gpufleet.vllm.vllm_plan)); O(run=expand) sizes the default grid's
+        KV knobs from its C(kv_cache_tokens) and C(kv_bytes_per_token_tp1). Empty - the scheduler budgets.
+    type: dict
+    default: {}
+  grid_why:
+    description: O(run=score) - RV(grid_why) of O(run=expand), for the report.
+    type: list
+    elements: str
+    default: []
   max_candidates:
     description: The most candidates (defaults included) an expansion may give.
     type: int
@@ -69,6 +90,14 @@ options:
     description: The concurrency the winner must hold; 0 - the highest of the workloads' sweeps.
     type: int
     default: 0
+  concurrency_given:
+    description:
+      - O(run=prune) - O(concurrency) is the operator's (C(tune_concurrency)). V(false) - it is the workloads' highest,
+        and when vLLM's defaults (the first candidate) cannot hold that many requests of the longest length (a
+        KV-bound workload, which queues), candidates must hold what the defaults hold instead; RV(concurrency) says
+        which.
+    type: bool
+    default: true
   slo:
     description: The SLO (C(gpufleet_slo)); C(goodput_*_ms) keys make the score vLLM's C(request_goodput).
     type: dict
@@ -177,14 +206,22 @@ candidates:
   returned: success
   type: list
   elements: dict
+grid_why:
+  description: O(run=expand) - why the grid is what it is (the default grid's reasons, or that O(grid) was given).
+  returned: run=expand
+  type: list
+  elements: str
 workloads:
   description: O(run=expand) - the workloads, checked and with their defaults filled.
   returned: run=expand
   type: list
   elements: dict
 concurrency:
-  description: O(run=expand) - the requested concurrency; C(request_tokens) the longest request of the workloads.
-  returned: run=expand
+  description:
+    - O(run=expand) - the requested concurrency; C(request_tokens) the longest request of the workloads,
+      C(concurrency_given) whether O(concurrency) gave it.
+    - O(run=prune) - the concurrency the candidates were held to.
+  returned: run=expand, run=prune
   type: int
 inputs_hash:
   description: O(run=expand) - 12 hex digits over the inputs; C(already_tuned) is true when O(previous_vars) has it.
@@ -240,10 +277,14 @@ SPEC = dict(
     run=dict(type="str", required=True, choices=["expand", "prune", "score", "pending_mark", "pending_check"]),
     base_profile=dict(type="dict", default={}),
     grid=dict(type="dict", default={}),
+    allow_lossy=dict(type="bool", default=False),
+    base_capacity=dict(type="dict", default={}),
+    grid_why=dict(type="list", elements="str", default=[]),
     max_candidates=dict(type="int", default=16),
     model_config=dict(type="dict", default={}),
     workloads=dict(type="list", elements="dict", default=[]),
     concurrency=dict(type="int", default=0),
+    concurrency_given=dict(type="bool", default=True),
     slo=dict(type="dict", default={}),
     repeats=dict(type="int", default=3),
     noise_pct=dict(type="float", default=5.0),

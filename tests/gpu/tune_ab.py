@@ -180,6 +180,11 @@ def parse_args(argv=None):
     a("--seed", type=int, default=1, help="repeat r of every candidate uses seed SEED + r")
     a("--only", default="", help="comma-separated candidate ids to measure in this call (the others stay pending)")
     a("--no-seeds", action="store_true", help="leave the seeds' candidate out")
+    a("--allow-lossy", action="store_true", help="tune_allow_lossy: candidates whose answers differ (fp8 KV cache)")
+    a("--parallel-starts", action="store_true", help="start every pending candidate's engine at once on the one GPU "
+      "(each with its own KV bytes), then benchmark them one at a time, repeat r of all before repeat r+1 of any")
+    a("--engine-gpu-memory-utilization", type=float, default=0.0, help="the driver's own --gpu-memory-utilization for "
+      "every engine (with --parallel-starts: the share each engine's start-up check asks free; KV is sized by bytes)")
     a("--budget-seconds", type=float, default=540)
     a("--min-left", type=float, default=0, help="start no candidate with less time left (default: 150 CUDA, 90 CPU)")
     a("--engine-timeout", type=float, default=900, help="seconds an engine may take to answer")
@@ -278,7 +283,8 @@ def inputs_from(opts, model, config, vllm_version):
             "max_model_len": max_len, "kv_cache_memory_bytes": kv, "base_profile": opts.base_profile_v,
             "grid": opts.grid_v, "workloads": opts.workloads_v or default_workloads(max_len), "slo": opts.slo_v,
             "repeats": opts.repeats or 1, "noise_pct": opts.noise_pct, "seed": opts.seed,
-            "gpus": None if opts.cpu else opts.gpus_v, "vllm_version": vllm_version, "max_candidates": opts.max_candidates}
+            "gpus": None if opts.cpu else opts.gpus_v, "vllm_version": vllm_version, "max_candidates": opts.max_candidates,
+            "allow_lossy": bool(opts.allow_lossy)}
 
 
 def base_profile(inputs, served_name):
@@ -291,9 +297,10 @@ def base_profile(inputs, served_name):
     return base
 
 
-def tuner_params(inputs, config, served_name, gpu_type):
-    """The parameters of vllm_tune run=expand (tune/steps.py expand)."""
+def tuner_params(inputs, config, served_name, gpu_type, base_capacity=None):
+    """The parameters of vllm_tune run=expand (tune/steps.py expand); base_capacity: the base plan's (default grid)."""
     return {"base_profile": base_profile(inputs, served_name), "grid": inputs["grid"] or {},
+            "allow_lossy": bool(inputs.get("allow_lossy")), "base_capacity": base_capacity or {},
             "model_config": config, "workloads": inputs["workloads"], "concurrency": 0, "slo": inputs["slo"],
             "repeats": inputs["repeats"], "noise_pct": inputs["noise_pct"], "max_candidates": inputs["max_candidates"],
             "vllm_version": inputs["vllm_version"], "gpu_type": gpu_type, "previous_vars": {}, "vars_name": "vllm_tuned"}
@@ -323,7 +330,7 @@ def plan_and_prune(C, candidates, expanded):
     """Each candidate planned (vllm_plan), then tune/steps.py prune: {verdicts, launch, skipped, plan_hash}, plans."""
     plans = [C.plan(c["profile"]) for c in candidates]
     pruned = C.steps.prune({"candidates": candidates, "plans": plans, "workloads": expanded["workloads"],
-                            "concurrency": expanded["concurrency"]})
+                            "concurrency": expanded["concurrency"], "concurrency_given": expanded["concurrency_given"]})
     return pruned, plans
 
 
@@ -412,6 +419,8 @@ def engine_argv_env(opts, plan, vllm_cmd, port, cache):
         env.update({"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_OMP_THREADS_BIND": "auto"})
     else:
         argv += ["--load-format", "dummy"]
+        if opts.engine_gpu_memory_utilization:
+            argv = set_flag(argv, "--gpu-memory-utilization", str(opts.engine_gpu_memory_utilization))
         env["CUDA_VISIBLE_DEVICES"] = opts.gpu
         env.update(SAFETY_ENV)
     env.update(opts.extra_env_v)
@@ -544,7 +553,8 @@ def measured_for_tuner(records):
             reason = "%d of %d repeat(s) measured" % (len(r["runs"]), r["repeats_wanted"])
         else:
             reason = ""
-        out.append({"id": r["id"], "label": r["label"], "status": status, "reason": reason,
+        ready = [x["ready_seconds"] for x in r.get("launches") or [] if x.get("outcome") == "healthy" and x.get("ready_seconds")]
+        out.append({"id": r["id"], "label": r["label"], "status": status, "reason": reason, "ready_seconds": max(ready) if ready else None,
                     "planned": (r.get("verdict") or {}).get("planned") or {}, "gpus": r.get("gpus", 1),
                     "overrides": r.get("overrides") or {}, "runs": [x["points"] for x in r.get("runs") or []]})
     return out
@@ -704,8 +714,15 @@ def main(argv=None):
     machine, gpu_type = (docs[-1]["machine"], docs[-1]["gpu_type"]) if opts.score_only else machine_words(opts)
     if opts.plan_only and not opts.cpu:
         machine, gpu_type = "plan only (declared gpus %s)" % json.dumps(opts.gpus_v, sort_keys=True), "plan only"
-    tuner_p = tuner_params(inputs, config, opts.served_name, gpu_type)
+    base_capacity = None
+    if not inputs["grid"] and not opts.score_only:  # the default grid reads the base plan's KV cache, as tune.yml
+        base_capacity = C.plan(base_profile(inputs, opts.served_name)).get("capacity")
+    elif docs:
+        base_capacity = docs[-1].get("base_capacity")
+    tuner_p = tuner_params(inputs, config, opts.served_name, gpu_type, base_capacity)
     expanded = C.steps.expand(tuner_p)
+    tuner_p["grid_why"] = expanded["grid_why"]
+    log("grid: %s (%s)" % (json.dumps(expanded["grid"], sort_keys=True), "; ".join(expanded["grid_why"])))
     candidates = candidate_list(C, expanded, tuner_p["base_profile"], with_seeds=not opts.no_seeds)
     merged = merge_resumed(docs, inputs) if docs else {}
     if opts.score_only:
@@ -738,7 +755,8 @@ def main(argv=None):
     doc = {"driver": "tests/gpu/tune_ab.py", "note": DRIVER_NOTE, "inputs": inputs, "inputs_hash": expanded["inputs_hash"],
            "plan_hash": pruned["plan_hash"], "slo": expanded["slo"], "host": host, "machine": machine, "gpu_type": gpu_type,
            "model_name": opts.model_config if inputs.get("model_config") else model_words(model),
-           "model_config_json": config, "workloads_checked": expanded["workloads"], "no_seeds": opts.no_seeds, "seeds": SEEDS, "candidates": records,
+           "model_config_json": config, "workloads_checked": expanded["workloads"], "base_capacity": base_capacity,
+           "grid": expanded["grid"], "grid_why": expanded["grid_why"], "no_seeds": opts.no_seeds, "seeds": SEEDS, "candidates": records,
            "calls": [c for d in docs for c in d.get("calls") or []],
            "repeat_order": ("repeats back to back on one engine per candidate, candidates one after the other (not "
                             "interleaved within a call)" if opts.runs_per_launch >= opts.repeats else
@@ -751,7 +769,7 @@ def main(argv=None):
         log("%s (%s): %s - %s" % (v["id"], v["label"], v["status"], v["reason"]))
     try:
         if not (opts.score_only or opts.plan_only):
-            measure(C, opts, doc, records, vllm_cmd, model, out, deadline, t0)
+            (measure_parallel if opts.parallel_starts else measure)(C, opts, doc, records, vllm_cmd, model, out, deadline, t0)
     finally:
         call["seconds"] = round(time.time() - t0, 1)
         scored = write_outputs(C, opts, doc, tuner_p, out)
@@ -774,10 +792,70 @@ def expected_seconds(rec, seen, opts):
     return start + runs * seen["bench"] + 20
 
 
+def launch(C, opts, rec, vllm_cmd, out, left):
+    """Start one candidate's engine from its plan's argv (not waiting): (engine, launch record, start time)."""
+    began = time.time()
+    launch_id = "%s-%s" % (time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(began)), rec["id"])
+    argv, env = engine_argv_env(opts, C.plan(rec["profile"]), vllm_cmd, free_port(), os.path.join(opts.work, "cache"))
+    log_rel = os.path.join("engines", launch_id + ".log")
+    os.makedirs(os.path.join(out, "engines"), exist_ok=True)
+    engine = Engine(argv, env, os.path.join(out, log_rel))
+    record = {"launch_id": launch_id, "argv": argv, "env": dict((k, v) for k, v in env.items() if k not in ("PATH",)),
+              "files": [log_rel]}
+    rec.setdefault("launches", []).append(record)
+    log("%s: launching (%.0f s left): %s" % (rec["id"], left, " ".join(shlex.quote(a) for a in argv)))
+    engine.start()
+    return engine, record, began
+
+
+def await_ready(opts, rec, engine, record, began, deadline, seen):
+    """Wait for one engine: True when healthy (its record says in how many seconds), else the record says why."""
+    outcome, detail = engine.wait_ready(opts.served_name, min(deadline, began + opts.engine_timeout))
+    if outcome == "failed" or (outcome == "deadline" and time.time() - began >= opts.engine_timeout):
+        engine.stop()
+        record.update(outcome="failed", reason=failure_reason(engine.log_text(), detail))
+        log("%s: FAILED %s" % (rec["id"], record["reason"]))
+        return False
+    if outcome == "deadline":
+        record.update(outcome="stopped", reason="not measured: budget (the engine was still starting at the "
+                      "deadline, %.0f s after its start); resume to measure it" % (time.time() - began))
+        log("%s: %s" % (rec["id"], record["reason"]))
+        return False
+    record.update(outcome="healthy", ready_seconds=detail)
+    eager = "--enforce-eager" in engine.argv
+    seen["ready"][eager] = max(seen["ready"].get(eager, 0.0), detail)
+    log("%s: ready in %s s" % (rec["id"], detail))
+    return True
+
+
+def run_once(C, opts, doc, rec, engine, record, model, out, deadline, seen):
+    """One benchmark repeat of a healthy engine; False when it could not run (budget, or the benchmark failed)."""
+    repeat = len(rec["runs"])
+    run_id = "%s-r%d" % (record["launch_id"], repeat)
+    folder = os.path.join(out, "bench", run_id)
+    run_began = time.time()
+    inputs = dict(doc["inputs"], workloads_checked=doc["workloads_checked"])
+    points, files, why = bench_run(C, opts, inputs, shlex.split(opts.vllm), engine, engine.env, folder, repeat, deadline, model)
+    record["files"] += [os.path.relpath(f, out) for f in files]
+    if points is None:
+        record["reason"] = ("not measured: " + why) if why.startswith("budget") else why
+        log("%s: repeat %d: %s" % (rec["id"], repeat, why))
+        if not why.startswith("budget"):
+            record["outcome"] = "benchmark failed"
+        return False
+    seen["bench"] = max(seen["bench"], time.time() - run_began)
+    rec["runs"].append({"run_id": run_id, "launch_id": record["launch_id"], "repeat": repeat, "points": points,
+                        "files": [os.path.relpath(f, out) for f in files], "seconds": round(time.time() - run_began, 1)})
+    log("%s: repeat %d: %s" % (rec["id"], repeat, ", ".join("%s c%d: %.1f out tok/s, goodput %s req/s, p90 TTFT %.0f ms, "
+        "failed %s" % (p["workload"], p["concurrency"], p["result"].get("output_throughput") or 0, p["result"].get("request_goodput"),
+                       p["result"].get("p90_ttft_ms") or 0, p["result"].get("failed")) for p in points)))
+    return True
+
+
 def measure(C, opts, doc, records, vllm_cmd, model, out, deadline, t0):
+    """One candidate after the other: start, its repeats, stop."""
     by = dict((r["id"], r) for r in records)
     seen = {"ready": {}, "bench": 0.0}
-    cache = os.path.join(opts.work, "cache")
     todo = pending(records, opts.repeats, opts.only_v)
     log("to measure in this call: %s" % (", ".join(todo) or "nothing"))
     for rid in todo:
@@ -789,59 +867,43 @@ def measure(C, opts, doc, records, vllm_cmd, model, out, deadline, t0):
                 "resume to measure it" % (left, opts.budget_seconds, need)
             log("budget: %.0f s left, %s takes about %.0f s: not started" % (left, rid, need))
             continue
-        began = time.time()
-        launch_id = "%s-%s" % (time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(began)), rid)
-        plan = C.plan(rec["profile"])
-        argv, env = engine_argv_env(opts, plan, vllm_cmd, free_port(), cache)
-        log_rel = os.path.join("engines", launch_id + ".log")
-        os.makedirs(os.path.join(out, "engines"), exist_ok=True)
-        engine = Engine(argv, env, os.path.join(out, log_rel))
-        launch = {"launch_id": launch_id, "argv": argv, "env": dict((k, v) for k, v in env.items() if k not in ("PATH",)),
-                  "files": [log_rel]}
-        rec.setdefault("launches", []).append(launch)
-        log("%s: launching (%.0f s left): %s" % (rid, left, " ".join(shlex.quote(a) for a in argv)))
-        engine.start()
+        engine, record, began = launch(C, opts, rec, vllm_cmd, out, left)
         try:
-            outcome, detail = engine.wait_ready(opts.served_name, min(deadline, began + opts.engine_timeout))
-            if outcome == "failed" or (outcome == "deadline" and time.time() - began >= opts.engine_timeout):
-                engine.stop()
-                launch.update(outcome="failed", reason=failure_reason(engine.log_text(), detail))
-                log("%s: FAILED %s" % (rid, launch["reason"]))
-                continue
-            if outcome == "deadline":
-                launch.update(outcome="stopped", reason="not measured: budget (the engine was still starting at the "
-                              "deadline, %.0f s after its start); resume to measure it" % (time.time() - began))
-                log("%s: %s" % (rid, launch["reason"]))
-                break
-            launch.update(outcome="healthy", ready_seconds=detail)
-            eager = "--enforce-eager" in argv
-            seen["ready"][eager] = max(seen["ready"].get(eager, 0.0), detail)
-            log("%s: ready in %s s" % (rid, detail))
-            runs = min(opts.runs_per_launch, opts.repeats - len(rec["runs"]))
-            inputs = dict(doc["inputs"], workloads_checked=doc["workloads_checked"])
-            for _run in range(runs):
-                repeat = len(rec["runs"])
-                run_id = "%s-r%d" % (launch_id, repeat)
-                folder = os.path.join(out, "bench", run_id)
-                run_began = time.time()
-                points, files, why = bench_run(C, opts, inputs, vllm_cmd, engine, env, folder, repeat, deadline, model)
-                launch["files"] += [os.path.relpath(f, out) for f in files]
-                if points is None:
-                    launch["reason"] = ("not measured: " + why) if why.startswith("budget") else why
-                    log("%s: repeat %d: %s" % (rid, repeat, why))
-                    if not why.startswith("budget"):
-                        launch["outcome"] = "benchmark failed"
+            if not await_ready(opts, rec, engine, record, began, deadline, seen):
+                if record.get("outcome") == "stopped":
                     break
-                seen["bench"] = max(seen["bench"], time.time() - run_began)
-                rec["runs"].append({"run_id": run_id, "launch_id": launch_id, "repeat": repeat, "points": points,
-                                    "files": [os.path.relpath(f, out) for f in files],
-                                    "seconds": round(time.time() - run_began, 1)})
-                log("%s: repeat %d: %s" % (rid, repeat, ", ".join("%s c%d: %.1f out tok/s, goodput %s req/s, p90 TTFT %.0f ms" % (
-                    p["workload"], p["concurrency"], p["result"].get("output_throughput") or 0, p["result"].get("request_goodput"),
-                    p["result"].get("p90_ttft_ms") or 0) for p in points)))
+                continue
+            for _run in range(min(opts.runs_per_launch, opts.repeats - len(rec["runs"]))):
+                if not run_once(C, opts, doc, rec, engine, record, model, out, deadline, seen):
+                    break
         finally:
             engine.stop()
-            launch["seconds"] = round(time.time() - began, 1)
+            record["seconds"] = round(time.time() - began, 1)
+            rec["status"] = status_of(rec)
+
+
+def measure_parallel(C, opts, doc, records, vllm_cmd, model, out, deadline, t0):
+    """--parallel-starts: every pending candidate started at once on the one GPU (engine starts dominate a GPU call),
+    then benchmarked one at a time while the others idle, repeat r of every candidate before repeat r+1 of any
+    (every arm of a repeat gets the same prompts: seed --seed + r)."""
+    by = dict((r["id"], r) for r in records)
+    seen = {"ready": {}, "bench": 0.0}
+    todo = pending(records, opts.repeats, opts.only_v)
+    log("to measure in this call (parallel starts): %s" % (", ".join(todo) or "nothing"))
+    started = []
+    try:
+        for rid in todo:
+            started.append((by[rid],) + launch(C, opts, by[rid], vllm_cmd, out, deadline - time.time()))
+        healthy = [(rec, engine, record) for rec, engine, record, began in started
+                   if await_ready(opts, rec, engine, record, began, deadline, seen)]
+        for _round in range(opts.runs_per_launch):
+            for rec, engine, record in healthy:
+                if len(rec["runs"]) < opts.repeats and record.get("outcome") == "healthy":
+                    run_once(C, opts, doc, rec, engine, record, model, out, deadline, seen)
+    finally:
+        for rec, engine, record, began in started:
+            engine.stop()
+            record["seconds"] = round(time.time() - began, 1)
             rec["status"] = status_of(rec)
 
 

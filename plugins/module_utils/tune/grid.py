@@ -11,8 +11,12 @@ left to vLLM: the base profile as the operator declared it) first. Knobs:
   extra_args (vLLM 0.26.0-0.33.0 ``EngineArgs.add_cli_args``; the planner reads them there for its scheduler
   and CUDA-graph figures). A base profile's own value for the knob is replaced, never doubled.
 - ``enable_prefix_caching`` (bool), ``kv_cache_dtype`` (str), ``num_speculative_tokens`` (int, only where
-  the model has MTP layers: ``num_nextn_predict_layers`` / ``mtp_num_hidden_layers`` in config.json):
-  options of gpufleet.vllm.vllm_plan.
+  the model has MTP layers: ``num_nextn_predict_layers`` / ``mtp_num_hidden_layers`` in config.json),
+  ``cpu_offload_bytes`` (int, host memory for the KV offload tier, all ranks together): options of
+  gpufleet.vllm.vllm_plan (the planner renders the release's own offload spelling).
+- Lossy knobs change what the model answers: an fp8 KV cache (``kv_cache_dtype: fp8*``, also as
+  ``--kv-cache-dtype`` in extra_args) is refused unless ``tune_allow_lossy`` is true, and such a candidate is
+  marked lossy in the report.
 - ``layout``: ``{tensor_parallel_size, instances}`` (multi-GPU hosts: one TP-N instance vs N/k replicas
   behind the front door).
 - ``extra_args``: lists of pass-through flags (``[]``, ``[--block-size, "32"]``, ``[--enforce-eager]``); the
@@ -30,12 +34,15 @@ from ansible_collections.gpufleet.vllm.plugins.module_utils import vllm_args
 from ansible_collections.gpufleet.vllm.plugins.module_utils.tune.errors import TuneError
 
 FLAG_KNOBS = {"max_num_batched_tokens": "--max-num-batched-tokens", "max_num_seqs": "--max-num-seqs"}
-OPTION_KNOBS = ("enable_prefix_caching", "kv_cache_dtype", "num_speculative_tokens")
+OPTION_KNOBS = ("enable_prefix_caching", "kv_cache_dtype", "num_speculative_tokens", "cpu_offload_bytes")
 KNOBS = ("max_num_batched_tokens", "max_num_seqs", "enable_prefix_caching", "kv_cache_dtype",
-         "num_speculative_tokens", "layout", "extra_args")
+         "num_speculative_tokens", "cpu_offload_bytes", "layout", "extra_args")
 _KIND = {"max_num_batched_tokens": int, "max_num_seqs": int, "enable_prefix_caching": bool,
-         "kv_cache_dtype": str, "num_speculative_tokens": int, "layout": dict, "extra_args": list}
+         "kv_cache_dtype": str, "num_speculative_tokens": int, "cpu_offload_bytes": int, "layout": dict, "extra_args": list}
 KV_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16")
+# vLLM quantizes K and V to 8 bits for these (without calibrated scales in the checkpoint it warns and uses 1.0)
+LOSSY_KV_DTYPES = ("fp8", "fp8_e4m3", "fp8_e5m2")
+GIB = 1024 ** 3
 DEFAULT_MAX_CANDIDATES = 16
 
 
@@ -51,17 +58,69 @@ def gpu_count(gpus):
     return int(gpus.get("gpu_count") or gpus.get("count") or len(gpus.get("gpus") or []) or 0)
 
 
-def default_grid(gpus, config, platform="cuda"):
-    """The grid used when ``tune_grid`` is empty: scheduler budgets, MTP where the model has it, the layout."""
-    grid = {"max_num_batched_tokens": [None, 4096, 16384]}
+def working_set_tokens(workloads):
+    """Tokens of shared prefixes a workload cycles through (prefix_repetition: num_prefixes x prefix_len), the most
+    of the workloads; 0 when no workload reuses prefixes."""
+    sizes = [int(w.get("num_prefixes") or 0) * int(w.get("prefix_len") or 0)
+             for w in workloads or [] if w.get("dataset") == "prefix_repetition"]
+    return max(sizes or [0])
+
+
+def kv_pressure(capacity, workloads):
+    """What the base plan's GPU KV cache meets: {gpu_tokens, demand_tokens, working_set_tokens}; demand is the
+    longest request times the highest concurrency (prune.workload_demand's figures)."""
+    longest, most = 0, 0
+    for w in workloads or []:
+        body = int(w.get("prefix_len") or 0) + int(w.get("suffix_len") or 0) if w.get("dataset") == "prefix_repetition" \
+            else int(int(w["input_len"]) * (1 + float(w.get("range_ratio") or 0.0)))
+        longest = max(longest, body + int(w.get("output_len") or 16))
+        most = max([most] + [int(c) for c in w.get("concurrency") or [1]])
+    return dict(gpu_tokens=int((capacity or {}).get("kv_cache_tokens") or 0), demand_tokens=longest * most,
+                working_set_tokens=working_set_tokens(workloads))
+
+
+def _kv_knobs(capacity, workloads, allow_lossy):
+    """KV knobs for a workload the GPU cache cannot hold, with why: offload when prefixes are reused beyond the GPU
+    cache (sized to hold the working set 1.5 times, whole GiB), fp8 KV when a lossy knob is allowed."""
+    press = kv_pressure(capacity, workloads)
+    gpu, knobs, why = press["gpu_tokens"], {}, []
+    if not gpu:
+        return knobs, ["the base plan gives no GPU KV cache size: the scheduler budgets only"]
+    per_token = int((capacity or {}).get("kv_bytes_per_token_tp1") or 0)
+    if press["working_set_tokens"] > gpu and per_token:
+        size = -(-int(press["working_set_tokens"] * per_token * 1.5) // GIB) * GIB
+        knobs["cpu_offload_bytes"] = [None, size]
+        why.append("the reused prefixes (%d tokens) exceed the GPU KV cache (%d tokens): a host-memory tier of %d GiB"
+                   % (press["working_set_tokens"], gpu, size // GIB))
+    if max(press["demand_tokens"], press["working_set_tokens"]) > gpu:
+        if allow_lossy:
+            knobs["kv_cache_dtype"] = [None, "fp8"]
+            why.append("the workload needs %d KV tokens at once, the GPU cache holds %d: an fp8 KV cache doubles it "
+                       "(lossy, allowed by tune_allow_lossy)" % (max(press["demand_tokens"], press["working_set_tokens"]), gpu))
+        else:
+            why.append("an fp8 KV cache would double the GPU cache (%d tokens) but changes the outputs: set "
+                       "tune_allow_lossy: true to try it" % gpu)
+    return knobs, why
+
+
+def default_grid(gpus, config, platform="cuda", capacity=None, workloads=None, allow_lossy=False):
+    """The grid used when ``tune_grid`` is empty, and why: ({knob: values}, [reasons]). A workload the base plan's
+    GPU KV cache cannot hold gets the KV knobs (offload, fp8 KV) instead of the scheduler budgets; MTP where the
+    model has it, the layout on a multi-GPU host."""
     if platform == "cpu":
-        return {"max_num_batched_tokens": [None, 1024]}
+        return {"max_num_batched_tokens": [None, 1024]}, ["the CPU build: the scheduler budget"]
+    grid, why = _kv_knobs(capacity, workloads, allow_lossy)
+    if not grid:
+        grid = {"max_num_batched_tokens": [None, 4096, 16384]}
+        why.append("the scheduler budgets (no KV knob applies)")
     if has_mtp(config):
         grid["num_speculative_tokens"] = [None, 2]
+        why.append("the model has MTP layers: speculative tokens")
     count = gpu_count(gpus)
     if count > 1:
         grid["layout"] = [{"tensor_parallel_size": count, "instances": 1}, {"tensor_parallel_size": 1, "instances": count}]
-    return grid
+        why.append("%d GPUs: one TP-%d instance vs %d replicas" % (count, count, count))
+    return grid, why
 
 
 def _check_value(knob, index, value):
@@ -100,8 +159,26 @@ def _refuse_guarded(where, args):
                         % (where, index, word.split("=", 1)[0], flag))
 
 
-def validate_grid(grid, config=None):
-    """``tune_grid`` checked: known knobs, lists of typed values (null = vLLM's default), MTP for speculation."""
+def lossy_reason(overrides):
+    """Why a candidate's outputs differ from the model's (an fp8 KV cache), or ''."""
+    dtypes = [overrides.get("kv_cache_dtype")] + cli_flags.flag_values(overrides.get("extra_args") or [], "--kv-cache-dtype")
+    lossy = [d for d in dtypes if d in LOSSY_KV_DTYPES]
+    return "KV cache in %s (K and V quantized to 8 bits)" % lossy[0] if lossy else ""
+
+
+def _refuse_lossy(grid):
+    for knob in ("kv_cache_dtype", "extra_args"):
+        for index, value in enumerate(grid.get(knob) or []):
+            why = lossy_reason({knob: value})
+            if why:
+                raise TuneError("tune_grid.%s[%d] asks for a %s, which changes what the model answers: set "
+                                "tune_allow_lossy: true to try it (and check accuracy before serving the winner), or "
+                                "drop the value." % (knob, index, why))
+
+
+def validate_grid(grid, config=None, allow_lossy=False):
+    """``tune_grid`` checked: known knobs, lists of typed values (null = vLLM's default), MTP for speculation,
+    lossy values only with ``allow_lossy``."""
     if grid in (None, ""):
         return {}
     if not isinstance(grid, dict):
@@ -121,6 +198,8 @@ def validate_grid(grid, config=None):
     if any(out.get("num_speculative_tokens") or []) and config is not None and not has_mtp(config):
         raise TuneError("tune_grid.num_speculative_tokens: the model has no MTP layers (config.json has neither "
                         "num_nextn_predict_layers nor mtp_num_hidden_layers): drop the knob.")
+    if not allow_lossy:
+        _refuse_lossy(out)
     return out
 
 
@@ -136,6 +215,8 @@ def _label(overrides):
             parts.append("tp%d-x%d" % (value.get("tensor_parallel_size", 1), value.get("instances", 1)))
         elif knob == "extra_args":
             parts.append(" ".join(value) or "no-extra")
+        elif knob == "cpu_offload_bytes":
+            parts.append("cpu_offload=%s" % ("%d GiB" % (value // GIB) if value % GIB == 0 else "%d B" % value))
         else:
             parts.append("%s=%s" % (knob, value))
     return ", ".join(parts)
@@ -158,7 +239,10 @@ def expand(grid, max_candidates=DEFAULT_MAX_CANDIDATES):
         if key in seen:
             continue
         seen.add(key)
-        out.append({"id": "c%d" % len(out), "label": _label(overrides), "overrides": overrides})
+        candidate = {"id": "c%d" % len(out), "label": _label(overrides), "overrides": overrides}
+        if lossy_reason(overrides):
+            candidate.update(label=candidate["label"] + " (lossy)", lossy=lossy_reason(overrides))
+        out.append(candidate)
     return out
 
 

@@ -69,6 +69,17 @@ def verdict(candidate, plan, request_tokens, concurrency):
     return out
 
 
+def defaults_hold(defaults, plan, request_tokens, wanted):
+    """The concurrency candidates must hold when the operator gave none: the workloads' highest, or - when vLLM's
+    defaults cannot hold that many (a KV-bound workload queues) - what the defaults hold, so the reference runs and
+    a candidate holding fewer than the defaults is pruned."""
+    held = verdict(defaults, plan, request_tokens, 0)["planned"]
+    count = held.get("concurrency_at_length")
+    if count is None:
+        return wanted
+    return max(1, min(wanted, count * held["instances"]))
+
+
 def workload_demand(workloads):
     """(longest request in tokens, highest concurrency) over the tune workloads (validated bench workloads)."""
     longest, most = 0, 0

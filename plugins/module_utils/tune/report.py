@@ -13,18 +13,23 @@ def _num(value, digits=4):
     return "-" if value is None else ("%.*g" % (digits, value))
 
 
+def _by_workload(s):
+    per = s.get("by_workload") or {}
+    return "; ".join("%s %s" % (name, _num(per[name]["score"])) for name in sorted(per)) or "-"
+
+
 def table(scored, pareto_ids):
     head = ["| candidate | flags | planned concurrency at the workload's length | status | score (median) | range | "
-            "output tok/s per GPU | per-request tok/s | p90 TTFT ms | Pareto | verdict |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+            "per workload | output tok/s per GPU | per-request tok/s | p90 TTFT ms | start s | Pareto | verdict |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     rows = []
     for s in scored:
         planned = (s.get("planned") or {}).get("concurrency_at_length")
-        rows.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        rows.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             s["id"], s.get("label", ""), "-" if planned is None else planned, s.get("status"), _num(s.get("score")),
-            "-" if s.get("low") is None else "%s-%s" % (_num(s["low"]), _num(s["high"])),
+            "-" if s.get("low") is None else "%s-%s" % (_num(s["low"]), _num(s["high"])), _by_workload(s),
             _num(s.get("output_tps_per_gpu")), _num(s.get("request_tps")), _num(s.get("p90_ttft_ms")),
-            "yes" if s["id"] in pareto_ids else "", (s.get("reason") or "").replace("|", "/")))
+            _num(s.get("ready_seconds")), "yes" if s["id"] in pareto_ids else "", (s.get("reason") or "").replace("|", "/")))
     return "\n".join(head + rows)
 
 
@@ -43,9 +48,12 @@ def markdown(doc):
              "vLLM %s, model %s, GPU %s, base plan %s, inputs %s. Score: %s, median of %d repeat(s), noise band +-%s %%."
              % (doc["vllm_version"], doc["model"], doc["gpu_type"], doc["plan_hash"], doc["inputs_hash"], doc["metric"],
                 doc["repeats"], doc["noise_pct"]), "",
+             "Grid: %s." % ("; ".join(doc.get("grid_why") or []) or "tune_grid as given"), "",
              table(doc["candidates"], doc["pareto"]), "",
              "**Winner: %s** - %s." % (doc["decision"]["winner"], doc["decision"]["reason"]),
              "Within noise of the best: %s." % (", ".join(doc["decision"]["within_noise_of_best"]) or "none"),
+             "Lossy candidates (tune_allow_lossy; their answers differ from the model's): %s." % (
+                 ", ".join("%s: %s" % (c["id"], c["lossy"]) for c in doc["candidates"] if c.get("lossy")) or "none"),
              "Launches: %d candidate(s) passed the planner, %d failed to come up (%d out of memory); %d skipped by the planner."
              % (counts["planner_passed"], counts["failed_launches"], counts["oom_launches"], counts["skipped"]),
              "Pareto set (output tokens/s per GPU vs per-request tokens/s): %s. Picture: pareto.png (%s)." % (

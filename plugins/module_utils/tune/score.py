@@ -8,7 +8,8 @@ score is the sum over the points of ``request_goodput`` (requests/s that met the
 thresholds, vLLM's ``--goodput``) when the SLO declares such thresholds, else of ``output_throughput``. The
 candidate's score is the median over its repeats, its range [min, max] widened by ``noise_pct`` on each side
 (one repeat has no spread of its own). Two candidates whose ranges overlap are within noise of each other.
-A candidate that misses a latency SLO (``gpufleet_slo`` keys, bench/slo.py) in any repeat cannot win.
+A candidate that misses a latency SLO (``gpufleet_slo`` keys, bench/slo.py) in any repeat cannot win, nor one
+below the defaults beyond noise on any single workload (its total may still be higher).
 The winner must beat ``defaults`` beyond noise to be applied; otherwise the defaults stay.
 """
 
@@ -17,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.bench import slo as slo_rules
+from ansible_collections.gpufleet.vllm.plugins.module_utils.tune import grid as G
 
 
 def metric(slo):
@@ -55,11 +57,44 @@ def repeat_figures(points, key, gpus):
                 p90_ttft_ms=max([(p.get("result") or {}).get("p90_ttft_ms") or 0 for p in points] or [0]))
 
 
+def workload_ranges(runs, key, band):
+    """{workload: {score, low, high}}: each workload's sum of ``key`` per repeat, median and widened range."""
+    per = {}
+    for points in runs:
+        sums = {}
+        for point in points:
+            value = (point.get("result") or {}).get(key)
+            if value is not None:
+                sums[point.get("workload")] = sums.get(point.get("workload"), 0.0) + value
+        for name, value in sums.items():
+            per.setdefault(name, []).append(value)
+    return dict((name, dict(score=median(v), low=min(v) * (1 - band), high=max(v) * (1 + band))) for name, v in per.items())
+
+
+def mark_workload_losses(scored):
+    """A candidate below the defaults beyond noise on any workload cannot win, however it scores in total (a win on
+    one workload must not hide a loss on another): its ``loses_on`` lists those workloads."""
+    defaults = next((s for s in scored if s["id"] == "defaults" and s.get("eligible")), None)
+    if defaults is None:
+        return scored
+    base = defaults.get("by_workload") or {}
+    for s in scored:
+        if s is defaults or not s.get("eligible"):
+            continue
+        losses = sorted(w for w, f in (s.get("by_workload") or {}).items() if w in base and f["high"] < base[w]["low"])
+        if losses:
+            s["loses_on"] = losses
+            s["reason"] = ((s.get("reason") or "") + " below the defaults beyond noise on %s: cannot win"
+                           % ", ".join(losses)).strip()
+    return scored
+
+
 def score_candidate(measured, slo, noise_pct):
     """Figures of one measured candidate: {id, status, score, low, high, repeats, ...}."""
     key = metric(slo)[0]
     out = dict(id=measured["id"], label=measured.get("label", measured["id"]), status=measured.get("status"),
-               reason=measured.get("reason", ""), repeats=len(measured.get("runs") or []), planned=measured.get("planned") or {})
+               reason=measured.get("reason", ""), repeats=len(measured.get("runs") or []), planned=measured.get("planned") or {},
+               lossy=G.lossy_reason(measured.get("overrides") or {}), ready_seconds=measured.get("ready_seconds"))
     if measured.get("status") != "measured" or not measured.get("runs"):
         out.update(score=None, low=None, high=None, eligible=False)
         return out
@@ -75,7 +110,8 @@ def score_candidate(measured, slo, noise_pct):
                output_tps_per_gpu=median([f["output_tps_per_gpu"] for f in figures if f["output_tps_per_gpu"] is not None]),
                request_tps=median([f["request_tps"] for f in figures if f["request_tps"] is not None]),
                p90_ttft_ms=median([f["p90_ttft_ms"] for f in figures]),
-               slo_violations=sorted(set(violations)), eligible=bool(scores) and not violations)
+               slo_violations=sorted(set(violations)), eligible=bool(scores) and not violations,
+               by_workload=workload_ranges(measured["runs"], key, band))
     if violations:
         out["status"] = "misses SLO"
     return out
@@ -102,7 +138,7 @@ def pareto(scored):
 
 def decide(scored):
     """{winner, apply, reason, best, within_noise_of_best}: the winner is applied only beyond noise of defaults."""
-    eligible = [s for s in scored if s.get("eligible")]
+    eligible = [s for s in scored if s.get("eligible") and not s.get("loses_on")]
     defaults = next((s for s in scored if s["id"] == "defaults"), None)
     if not eligible:
         return dict(winner="defaults", apply=False, best=None, within_noise_of_best=[],
@@ -119,5 +155,6 @@ def decide(scored):
                                            defaults["low"], defaults["high"]))
     why = "the defaults missed the SLOs or failed" if defaults is None or not defaults.get("eligible") else \
         "%.4g against the defaults' %.4g, beyond noise" % (best["score"], defaults["score"])
+    lossy = "; lossy: %s - check the model's accuracy before serving it" % best["lossy"] if best.get("lossy") else ""
     return dict(winner=best["id"], apply=True, best=best["id"], within_noise_of_best=close,
-                reason="%s (%s) wins: %s" % (best["id"], best["label"], why))
+                reason="%s (%s) wins: %s%s" % (best["id"], best["label"], why, lossy))

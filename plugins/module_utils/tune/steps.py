@@ -42,13 +42,17 @@ def expand(p):
     if not base.get("model"):
         raise TuneError("The base serving profile has no model: set gpufleet_serving (or vllm_profile) as site.yml serves it.")
     platform = base.get("platform") or "cuda"
-    raw = p["grid"] or G.default_grid(base.get("gpus"), p["model_config"], platform)
-    grid = G.validate_grid(raw, p["model_config"] or None)
     if not p["workloads"]:
         raise TuneError("tune_workloads is empty: declare the workload mix to tune for, e.g. [{name: mix, input_len: 1024, "
                         "range_ratio: 0.9, output_len: 64, num_prompts: 16, concurrency: [4]}] (long and short prompts together).")
     max_len = base.get("max_model_len")
     work = bench_workloads.validate_workloads(p["workloads"], int(max_len) if max_len else 10 ** 9, False)
+    allow_lossy = bool(p.get("allow_lossy"))
+    if p["grid"]:
+        raw, grid_why = p["grid"], ["tune_grid as given"]
+    else:
+        raw, grid_why = G.default_grid(base.get("gpus"), p["model_config"], platform, p.get("base_capacity"), work, allow_lossy)
+    grid = G.validate_grid(raw, p["model_config"] or None, allow_lossy)
     tokens, most = P.workload_demand(work)
     concurrency = p["concurrency"] or most
     slo = slo_rules.validate_slo(p["slo"], [w["name"] for w in work])
@@ -56,7 +60,8 @@ def expand(p):
     for c in candidates:
         c["profile"] = G.candidate_profile(base, c["overrides"])
     digest = W.inputs_hash(base, grid, work, slo, concurrency, p["repeats"], p["noise_pct"], p["vllm_version"], p["gpu_type"])
-    return dict(candidates=candidates, grid=grid, workloads=work, slo=slo, concurrency=concurrency, request_tokens=tokens,
+    return dict(candidates=candidates, grid=grid, grid_why=grid_why, workloads=work, slo=slo, concurrency=concurrency,
+                concurrency_given=bool(p["concurrency"]), request_tokens=tokens,
                 inputs_hash=digest, already_tuned=W.already_tuned(p["previous_vars"], p["vars_name"], digest))
 
 
@@ -67,6 +72,8 @@ def prune(p):
                         "in order." % (len(p["plans"]), len(p["candidates"])))
     tokens, most = P.workload_demand(p["workloads"]) if p["workloads"] else (None, 0)
     concurrency = p["concurrency"] or most
+    if not p.get("concurrency_given", True) and p["candidates"] and p["plans"]:
+        concurrency = P.defaults_hold(p["candidates"][0], p["plans"][0], tokens or 0, concurrency)
     verdicts, launch = [], []
     for c, plan in zip(p["candidates"], p["plans"]):
         v = P.verdict(c, plan, tokens or (c["profile"].get("max_model_len") or 0), concurrency)
@@ -74,7 +81,7 @@ def prune(p):
         if v["status"] == "launch":
             launch.append(dict(c, planned=v["planned"], gpus=G.gpus_used(plan), instances=plan["instances"]))
     base_plan = p["plans"][0] if p["plans"] else {}
-    return dict(verdicts=verdicts, launch=launch, skipped=[v for v in verdicts if v["status"] == "skipped"],
+    return dict(verdicts=verdicts, launch=launch, skipped=[v for v in verdicts if v["status"] == "skipped"], concurrency=concurrency,
                 plan_hash=targets.plan_hash(base_plan.get("instances") or []) if base_plan.get("instances") else "unplanned")
 
 
@@ -96,7 +103,7 @@ def read_runs(measured):
 def score(p, measured, write=True, stamp=None):
     """Scores, decision, Pareto set, counts, report (written unless ``write`` is false), winner file text."""
     slo = p["slo"] or {}
-    scored = [S.score_candidate(m, slo, p["noise_pct"]) for m in measured]
+    scored = S.mark_workload_losses([S.score_candidate(m, slo, p["noise_pct"]) for m in measured])
     decision = S.decide(scored)
     front = S.pareto(scored)
     winner = next((m for m in measured if m["id"] == decision["winner"]), {})
@@ -107,7 +114,8 @@ def score(p, measured, write=True, stamp=None):
                        gpu_type=p["gpu_type"], plan_hash=p["plan_hash"], inputs_hash=digest)
     doc = dict(host=p["host"], vllm_version=p["vllm_version"], model=measured_on["model"], gpu_type=p["gpu_type"],
                plan_hash=p["plan_hash"], inputs_hash=digest, metric=S.metric(slo)[1], repeats=p["repeats"],
-               noise_pct=p["noise_pct"], candidates=scored, pareto=front, decision=decision, counts=R.launch_counts(scored))
+               noise_pct=p["noise_pct"], candidates=scored, pareto=front, decision=decision, counts=R.launch_counts(scored),
+               grid_why=p.get("grid_why") or [])
     result = dict(candidates=scored, decision=decision, pareto=front, counts=doc["counts"], overrides=overrides,
                   table=R.table(scored, front), vars_text=W.vars_text(p["vars_name"], decision, overrides, measured_on),
                   dir="", plot="not drawn (check mode)")

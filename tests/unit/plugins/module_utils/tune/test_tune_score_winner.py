@@ -113,3 +113,32 @@ def test_score_step_writes_the_report(tmp_path):
     assert sorted(os.listdir(out["dir"]))[-2:] == ["report.md", "results.json"]
     md = open(os.path.join(out["dir"], "report.md")).read()
     assert "**Winner: c1**" in md and "| c2 | max_num_seqs=1 | - | skipped |" in md
+
+
+def _on(point, workload):
+    return dict(point, workload=workload)
+
+
+def test_a_candidate_below_the_defaults_on_one_workload_cannot_win():
+    """c1 scores more in total (266.5 + 266.5 against 176.1 + 266.5) but is below the defaults on `long` beyond
+    the 5 % band (176.1 x 1.05 = 184.9 < 266.5 x 0.95 = 253.2): the defaults stay, and the report says why."""
+    defaults = _m("defaults", [[_on(C4, "reuse"), _on(C4, "long")]])
+    c1 = _m("c1", [[_on(C4, "reuse"), _on(C1, "long")], [_on(C4, "reuse"), _on(C1, "long")]])
+    c2 = _m("c2", [[_on(C4, "reuse"), _on(C4, "long")], [_on(C4, "reuse"), _on(C4, "long")]])
+    c1["runs"][0][0] = dict(c1["runs"][0][0], result=dict(C4["result"], output_throughput=600.0))
+    c1["runs"][1][0] = dict(c1["runs"][1][0], result=dict(C4["result"], output_throughput=600.0))
+    scored = S.mark_workload_losses([S.score_candidate(m, {}, 5.0) for m in (defaults, c1, c2)])
+    assert scored[1]["score"] == pytest.approx(600.0 + 176.0747384002028) and scored[1]["score"] > scored[0]["score"]
+    assert scored[1]["loses_on"] == ["long"] and "below the defaults beyond noise on long" in scored[1]["reason"]
+    assert "loses_on" not in scored[2]
+    assert scored[1]["by_workload"]["long"]["score"] == pytest.approx(176.0747384002028)
+    decision = S.decide(scored)
+    assert decision["winner"] == "defaults" and not decision["apply"]
+
+
+def test_a_lossy_winner_says_so():
+    defaults = _m("defaults", [[C1]])
+    fp8 = dict(_m("c1", [[C4]]), overrides={"kv_cache_dtype": "fp8"})
+    decision = S.decide(S.mark_workload_losses([S.score_candidate(m, {}, 5.0) for m in (defaults, fp8)]))
+    assert decision["winner"] == "c1" and decision["apply"]
+    assert "lossy: KV cache in fp8" in decision["reason"] and "check the model's accuracy" in decision["reason"]
