@@ -4,7 +4,7 @@
 #   - scripts/vllm-venv.sh (the CPU validation venv used by tests/functional/test_vllm_argv_real_parser.py)
 #   - the vllm role (installs on a target with `pip install --no-index --find-links WHEELHOUSE`).
 # Usage: scripts/vllm-wheelhouse.sh            progress on stderr; the wheelhouse path alone on stdout
-# Env:   GPUFLEET_VLLM_VERSION (default 0.33.0)
+# Env:   GPUFLEET_VLLM_VERSION (default: VLLM_VERSION below, releases.DEFAULT_RELEASE)
 #        GPUFLEET_WHEELHOUSE   (default ${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet-vllm/wheelhouse)
 #        GPUFLEET_PYTHON       (default python3; must be CPython 3.11 like the Debian 12 targets)
 set -euo pipefail

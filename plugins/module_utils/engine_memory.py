@@ -40,6 +40,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
 import re
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
@@ -162,10 +163,36 @@ def profile_overhead(text, cfg, tp, memory_total, runner="v2", eager=False, gpu=
     gpu = gpu or {}
     batched, seqs = scheduler_defaults(memory_total, gpu.get("name"), gpu.get("vllm_version"), gpu.get("compute_capability"))
     batched, seqs = int(gpu.get("max_num_batched_tokens") or batched), int(gpu.get("max_num_seqs") or seqs)
-    reqs = min(seqs, batched)
-    logits = reqs * int(cfg.get("vocab_size") or 0) * (cfg.get("dtype_bytes", 2) + 4 * SAMPLER_FP32_COPIES[runner])
     graphs = graph_bound(V1_CUDAGRAPH_BOUND, seqs, batched, gpu.get("num_speculative_tokens")) if runner == "v1" and not eager else 0
-    return NON_TORCH_BOUND + forward_peak(text, cfg, tp, batched) + logits + graphs
+    return NON_TORCH_BOUND + activation_peak(text, cfg, tp, memory_total, runner, gpu) + graphs
+
+
+def activation_peak(text, cfg, tp, memory_total, runner="v2", gpu=None):
+    """The torch peak of the profile run per GPU: the forward at max_num_batched_tokens plus the sampler's
+    logits copies over min(max_num_seqs, max_num_batched_tokens) requests (summed: the low side of the KV)."""
+    gpu = gpu or {}
+    batched, seqs = scheduler_defaults(memory_total, gpu.get("name"), gpu.get("vllm_version"), gpu.get("compute_capability"))
+    batched, seqs = int(gpu.get("max_num_batched_tokens") or batched), int(gpu.get("max_num_seqs") or seqs)
+    logits = min(seqs, batched) * int(cfg.get("vocab_size") or 0) * (cfg.get("dtype_bytes", 2) + 4 * SAMPLER_FP32_COPIES[runner])
+    return forward_peak(text, cfg, tp, batched) + logits
+
+
+# Memory in use on a GPU before vLLM's first snapshot (CUDA context, NCCL at TP > 1): "Free memory on device
+# (F/T GiB) on startup" of the real 0.26.0 H200 engines (tests/fixtures/gpu-acceptance, tests/fixtures/startup):
+# 139.29/139.8 at TP 1 (0.51 GiB), 138.27/139.8 at TP 2 (1.53 GiB). The extensible KV cache is bounded by it.
+STARTUP_USED = {1: int(0.51 * GIB), 2: int(1.53 * GIB)}
+
+
+def extensible_kv_bytes(rule, memory_total, utilization, weights, non_torch, graphs, peak, tp=1):
+    """vLLM 0.34's extensible KV cache per GPU (v1/worker/extensible_kv_cache.py measure_kv_cache_bytes):
+    non-KV resident = weights + non-torch + the captured CUDA graphs; available = min(requested - resident,
+    free at start - resident - margin) - activation peak, margin = max(floor, fraction x peak). ``rule``: the
+    releases.KV_SIZING_RULES value; ``utilization``: the given fraction or the rule's default (1.0)."""
+    resident = weights + non_torch + graphs
+    init_free = memory_total - STARTUP_USED[1 if tp <= 1 else 2]
+    requested = int(math.ceil(utilization * memory_total))  # v1/worker/utils.py request_memory
+    margin = max(rule["margin_floor"], int(peak * rule["margin_fraction"]))
+    return max(min(requested - resident, init_free - resident - margin) - peak, 0)
 
 
 _USAGE = re.compile(r"Actual usage is ([\d.]+) GiB for weight, ([\d.]+) GiB for peak activation, ([\d.]+) GiB for "

@@ -3,8 +3,11 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """vLLM's KV-cache arithmetic, reproduced exactly (pure functions, no Ansible import).
 
-Every rule names the vLLM source it mirrors (read in the 0.33.0 wheel) and, where a
-rule changed between releases, the versions it belongs to:
+Every rule names the vLLM source it mirrors (read in the 0.33.0 wheel; the 0.34.0 wheel for what changed
+there) and, where a rule changed between releases, the versions it belongs to:
+
+* default block size: ``CacheConfig.DEFAULT_BLOCK_SIZE`` (16; 64 from 0.34.0, releases.BLOCK_SIZE_DEFAULTS),
+  kept by the attention backend's ``get_preferred_block_size`` unless its kernel needs a larger page;
 
 * page of a full-attention layer: ``AttentionSpec.page_size_bytes`` =
   block_size x kv_heads_per_rank x (head_size + head_size_v) x dtype bytes, with
@@ -268,6 +271,11 @@ def _layers_per_stage(cfg, pp, mtp):
     return full_per_stage, lin_per_stage
 
 
+def default_block_size(version):
+    """CacheConfig.DEFAULT_BLOCK_SIZE of release ``version`` (releases.BLOCK_SIZE_DEFAULTS: 16, 64 from 0.34.0)."""
+    return R.rule_for(R.BLOCK_SIZE_DEFAULTS, version)[1]
+
+
 def _base_block_size(cfg, s, rules):
     """(block size before hybrid alignment, kernel block alignment)."""
     phase1 = s.block_size or 16
@@ -276,7 +284,8 @@ def _base_block_size(cfg, s, rules):
         phase1 = align = cpu_block_size(cfg, s.block_size)
         rules.append("CPU platform: block size %d, KV memory from VLLM_CPU_KVCACHE_SPACE" % phase1)
     elif not s.block_size:
-        phase1 = max(16, align)
+        # get_preferred_block_size: the default where the kernel accepts it, max'ed with the kernel's page.
+        phase1 = max(default_block_size(s.version), align)
     return phase1, align
 
 

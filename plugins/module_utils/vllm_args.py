@@ -5,8 +5,9 @@
 
 The argv is a list (no shell quoting); JSON-valued flags are compact JSON. Nothing secret
 goes into it: vLLM reads the API key from the VLLM_API_KEY environment variable.
-Names and removed flags are those of vLLM 0.33.0 (the test
-tests/functional/test_vllm_argv_real_parser.py checks them against the real package).
+Parser names are those of vLLM 0.33.0 and 0.34.0 (PARSER_REGISTRIES), removed flags those of releases.py (the
+tests tests/functional/test_vllm_argv_real_parser.py and test_vllm_034_real_parser.py check them against the
+real packages).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -35,6 +36,24 @@ REASONING_PARSERS = frozenset((
     "muse_glimmer musespark1x nemotron_v3 olmo3 openai_gptoss plamo3 poolside_v1 qwen3 seed_oss step3 "
     "step3p5 step5"
 ).split())
+# vLLM 0.34.0's registries (the same files, read with its own ToolParserManager / ReasoningParserManager on this
+# machine: tests/fixtures/vllm-0.34.0/parsers.json): musespark1x renamed musespark; ripple, zaya (+ zaya_xml),
+# granite_toolcall_parser new.
+TOOL_PARSERS_034 = (TOOL_PARSERS - {"musespark1x"}) | {"granite_toolcall_parser", "musespark", "ripple", "zaya", "zaya_xml"}
+REASONING_PARSERS_034 = (REASONING_PARSERS - {"musespark1x"}) | {"musespark", "ripple", "zaya"}
+# (first release, tool parsers, reasoning parsers): releases before 0.33.0 are checked against 0.33.0's names.
+PARSER_REGISTRIES = (
+    ((0, 0, 0), TOOL_PARSERS, REASONING_PARSERS),
+    ((0, 34, 0), TOOL_PARSERS_034, REASONING_PARSERS_034),
+)
+RENAMED_PARSERS = {"musespark1x": "musespark"}  # 0.34.0: the old name is gone from both registries
+
+
+def registry_for(vllm_version):
+    """(release the registry was read from, tool parsers, reasoning parsers) for ``vllm_version``."""
+    row = R.rule_for(PARSER_REGISTRIES, vllm_version)
+    return "0.33.0" if row[0] < (0, 34, 0) else R.version_text(row[0]), row[1], row[2]
+
 
 # Tool parser that matches each model family's chat template.
 RECOMMENDED_TOOL_PARSER = {
@@ -60,8 +79,18 @@ OWNED_FLAGS = (
     "--host", "--port", "--served-model-name", "--tensor-parallel-size", "-tp", "--pipeline-parallel-size", "-pp",
     "--max-model-len", "--kv-cache-dtype", "--kv-cache-memory-bytes", "--gpu-memory-utilization",
     "--enable-prefix-caching", "--no-enable-prefix-caching", "--speculative-config", "--hf-overrides",
-    "--kv-transfer-config", "--tool-call-parser", "--reasoning-parser",
+    "--kv-transfer-config", "--tool-call-parser", "--reasoning-parser", "--kv-offloading-size",
+    "--kv-offloading-backend", "--enable-sleep-mode",
 )
+
+# Owned flags whose fix names more than the option.
+OWNED_FLAG_FIXES = {
+    "--enable-sleep-mode": "set the vllm_plan option enable_sleep_mode: true to ask for sleep mode (from vLLM 0.34 it serves "
+                           "/checkpoint/* without the API key; the instance must listen on loopback behind the front door)",
+    "--kv-offloading-size": "set cpu_offload_bytes (rendered as --kv-offloading-size from vLLM 0.34, as the "
+                            "OffloadingConnector JSON before)",
+    "--kv-offloading-backend": "set cpu_offload_bytes (the native backend is rendered; LMCache is not planned here)",
+}
 
 
 def compact_json(value):
@@ -85,7 +114,8 @@ def check_extra_args(extra_args):
         if flag is None:
             continue
         if flag in REMOVED_FLAGS:
-            out.append(finding("error", "removed_flag", "extra_args has %s, which vLLM 0.33 no longer accepts" % flag,
+            out.append(finding("error", "removed_flag", "extra_args has %s, which vLLM %s no longer accepts"
+                               % (flag, R.DEFAULT_RELEASE),
                                REMOVED_FLAGS[flag]))
         elif flag == "--kv-cache-memory":  # the one abbreviation the plan reads (passthrough_flags.py)
             out.append(finding("warning", "abbreviated_flag", "--kv-cache-memory only works as an argparse prefix",
@@ -98,26 +128,34 @@ def check_extra_args(extra_args):
             full = cli_flags.guarded_flag(arg, OWNED_FLAGS)
             out.append(finding("error", "planner_owned_flag", "extra_args has %s%s, which the planner renders from its "
                                "own option" % (word, "" if full == word else " (argparse reads it as %s)" % full),
-                               "set the vllm_plan option instead of passing %s in extra_args" % full))
+                               OWNED_FLAG_FIXES.get(full, "set the vllm_plan option instead of passing %s in extra_args" % full)))
     return out
 
 
-def check_parsers(family, tool_call_parser, reasoning_parser):
+def _unknown_parser_fix(name, family, known, recommended):
+    if name in RENAMED_PARSERS and RENAMED_PARSERS[name] in known:
+        return "use %s (the name this release gives it)" % RENAMED_PARSERS[name]
+    return "use %s" % recommended.get(family, "one of: " + ", ".join(sorted(known)))
+
+
+def check_parsers(family, tool_call_parser, reasoning_parser, vllm_version=None):
+    """Parser names against the registry of the planned release (PARSER_REGISTRIES), and the family's match."""
+    release, tools, reasonings = registry_for(vllm_version)
     out = []
     if tool_call_parser:
-        if tool_call_parser not in TOOL_PARSERS:
+        if tool_call_parser not in tools:
             out.append(finding("error", "unknown_tool_parser",
-                               "tool_call_parser %r is not a vLLM 0.33 tool parser" % tool_call_parser,
-                               "use %s for this model family (%s)"
-                               % (RECOMMENDED_TOOL_PARSER.get(family, "one of: " + ", ".join(sorted(TOOL_PARSERS))), family)))
+                               "tool_call_parser %r is not a vLLM %s tool parser" % (tool_call_parser, release),
+                               _unknown_parser_fix(tool_call_parser, family, tools, RECOMMENDED_TOOL_PARSER)
+                               + " for this model family (%s)" % family))
         elif family in RECOMMENDED_TOOL_PARSER and tool_call_parser != RECOMMENDED_TOOL_PARSER[family]:
             out.append(finding("warning", "tool_parser_family",
                                "tool_call_parser %r does not match the %s chat template" % (tool_call_parser, family),
                                "use tool_call_parser: %s" % RECOMMENDED_TOOL_PARSER[family]))
-    if reasoning_parser and reasoning_parser not in REASONING_PARSERS:
+    if reasoning_parser and reasoning_parser not in reasonings:
         out.append(finding("error", "unknown_reasoning_parser",
-                           "reasoning_parser %r is not a vLLM 0.33 reasoning parser" % reasoning_parser,
-                           "use %s" % RECOMMENDED_REASONING_PARSER.get(family, "one of: " + ", ".join(sorted(REASONING_PARSERS)))))
+                           "reasoning_parser %r is not a vLLM %s reasoning parser" % (reasoning_parser, release),
+                           _unknown_parser_fix(reasoning_parser, family, reasonings, RECOMMENDED_REASONING_PARSER)))
     return out
 
 
@@ -156,8 +194,13 @@ def render_argv(model_path, o, hf_overrides=None, kv_transfer_config=None, port=
                                                        "num_speculative_tokens": int(o["num_speculative_tokens"])})]
     if hf_overrides:
         argv += ["--hf-overrides", compact_json(hf_overrides)]
-    if kv_transfer_config:
+    if kv_transfer_config and "native_gib" in kv_transfer_config:
+        # repr: bytes / 2**30 is exact in a float, so vLLM's size x 2**30 gives the bytes back.
+        argv += ["--kv-offloading-size", repr(kv_transfer_config["native_gib"]), "--kv-offloading-backend", "native"]
+    elif kv_transfer_config:
         argv += ["--kv-transfer-config", compact_json(kv_transfer_config)]
+    if o.get("enable_sleep_mode"):
+        argv.append("--enable-sleep-mode")
     if o.get("tool_call_parser"):
         argv += ["--enable-auto-tool-choice", "--tool-call-parser", o["tool_call_parser"]]
     if o.get("reasoning_parser"):

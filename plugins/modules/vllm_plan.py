@@ -118,7 +118,11 @@ options:
     description: KV cache bytes per GPU (C(--kv-cache-memory-bytes)); makes the capacity figures exact.
     type: int
   gpu_memory_utilization:
-    description: Fraction of GPU memory vLLM may use (C(--gpu-memory-utilization)); rendered only when set.
+    description:
+      - Fraction of GPU memory vLLM may use (C(--gpu-memory-utilization)); rendered only when set.
+      - Unset, vLLM uses 0.92, and from vLLM 0.34.0 1.0 with its extensible KV cache (sized from the memory free after
+        CUDA-graph capture; on by default on CUDA, off with O(kv_cache_memory_bytes)); a value between 0.7 and 1.0
+        there is a warning (C(utilization_caps_extensible_kv)).
     type: float
   memory_overhead_bytes:
     description:
@@ -157,7 +161,11 @@ options:
     type: str
     default: mtp
   cpu_offload_bytes:
-    description: KV offload to CPU memory, total over all ranks (OffloadingConnector C(cpu_bytes_to_use)).
+    description:
+      - KV offload to CPU memory, total over all ranks (OffloadingConnector C(cpu_bytes_to_use)).
+      - Rendered as C(--kv-offloading-size) (GiB) C(--kv-offloading-backend native) from vLLM 0.34.0, as a
+        C(--kv-transfer-config) OffloadingConnector JSON before it and wherever O(cpu_offload_eviction_policy) or
+        O(cpu_offload_prompt_only) is set.
     type: int
   cpu_offload_eviction_policy:
     description:
@@ -196,10 +204,14 @@ options:
     type: int
     default: 8000
   tool_call_parser:
-    description: C(--tool-call-parser) (with C(--enable-auto-tool-choice)); checked against vLLM 0.33's registry and the model family.
+    description:
+      - C(--tool-call-parser) (with C(--enable-auto-tool-choice)); checked against the registry of the planned
+        O(vllm_version) (vLLM 0.33.0's names before 0.34.0) and the model family.
     type: str
   reasoning_parser:
-    description: C(--reasoning-parser); checked against vLLM 0.33's registry.
+    description:
+      - C(--reasoning-parser); checked against the registry of the planned O(vllm_version) (vLLM 0.33.0's names
+        before 0.34.0).
     type: str
   speculative_config:
     description:
@@ -214,6 +226,14 @@ options:
       - Without it a multimodal model's vision tower is counted in the weights (finding C(vision_encoder_counted)).
     type: bool
     default: false
+  enable_sleep_mode:
+    description:
+      - Renders C(--enable-sleep-mode). From vLLM 0.34.0 it makes the engine serve C(/checkpoint/prepare),
+        C(/checkpoint/restore) and C(/checkpoint/status) without the API key, so it is refused in O(extra_args) and
+        needs this option; the engine must then listen on a loopback O(host) behind the front door.
+      - Not on O(platform=cpu) (vLLM has no sleep mode there).
+    type: bool
+    default: false
   extra_args:
     description: More vLLM arguments, appended as given. Removed flags, C(--api-key) and flags the planner renders are errors.
     type: list
@@ -226,7 +246,7 @@ options:
         memory the estimate takes off (C(capacity.estimate.model_runner) in the result).
     type: dict
   vllm_version:
-    description: The vLLM version whose rules apply (block alignment, logged token figure).
+    description: The vLLM version whose rules apply (block size and alignment, KV sizing mode, logged token figure, offload flags, parser names).
     type: str
     default: "0.33.0"
   platform:
@@ -391,6 +411,7 @@ ARGUMENT_SPEC = dict(
     port_base=dict(type="int", default=8000),
     tool_call_parser=dict(type="str"),
     reasoning_parser=dict(type="str"),
+    enable_sleep_mode=dict(type="bool", default=False),
     extra_args=dict(type="list", elements="str", default=[]),
     environment=dict(type="dict"),
     vllm_version=dict(type="str", default=DEFAULT_RELEASE),

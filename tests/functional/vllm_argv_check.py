@@ -6,7 +6,8 @@ with vLLM's own parser, validate_parsed_serve_args, AsyncEngineArgs.from_cli_arg
 create_engine_config, and report the parser registries.
 
 stdin: {"argvs": [[...argv starting with "vllm", "serve", <config-only model dir>...], ...]}
-stdout (last line): JSON {"results": [{"ok", "error", "max_model_len", "block_size", "tp"}], "tool_parsers": [...],
+stdout (last line): JSON {"results": [{"ok", "error", "max_model_len", "block_size", "tp", "kv_transfer",
+"gpu_memory_utilization", "enable_extensible_kv_cache"}], "tool_parsers": [...],
 "reasoning_parsers": [...], "version": "..."}
 """
 from __future__ import absolute_import, division, print_function
@@ -14,6 +15,23 @@ from __future__ import absolute_import, division, print_function
 import json
 import sys
 import traceback
+
+
+def _no_triton_cpu_check(version):
+    """vLLM 0.34.0's CpuPlatform.check_and_update_config raises "vLLM on x86 CPUs requires Triton (triton-cpu)"
+    when vllm.triton_utils.HAS_TRITON is false, as it is for the CUDA wheel on a machine without a GPU (no active
+    Triton driver). That is about running kernels, not the command line: the check sees HAS_TRITON true."""
+    if tuple(int(x) for x in version.split(".")[:2]) >= (0, 34):
+        import vllm.triton_utils
+        vllm.triton_utils.HAS_TRITON = True
+
+
+def _kv_transfer(cfg):
+    """The KV connector the engine ends up with (vLLM >= 0.33 also builds one from --kv-offloading-size)."""
+    ktc = cfg.kv_transfer_config
+    if ktc is None:
+        return None
+    return {"kv_connector": ktc.kv_connector, "kv_role": ktc.kv_role, "extra": ktc.kv_connector_extra_config}
 
 
 def main():
@@ -24,6 +42,7 @@ def main():
     from vllm.usage.usage_lib import UsageContext
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
+    _no_triton_cpu_check(vllm.__version__)
     results = []
     for argv in req["argvs"]:
         res = {"ok": False, "error": None}
@@ -45,7 +64,9 @@ def main():
             engine_args = AsyncEngineArgs.from_cli_args(ns)
             cfg = engine_args.create_engine_config(UsageContext.OPENAI_API_SERVER)
             res.update(ok=True, max_model_len=cfg.model_config.max_model_len, block_size=cfg.cache_config.block_size,
-                       tp=cfg.parallel_config.tensor_parallel_size)
+                       tp=cfg.parallel_config.tensor_parallel_size, kv_transfer=_kv_transfer(cfg),
+                       gpu_memory_utilization=cfg.cache_config.gpu_memory_utilization,
+                       enable_extensible_kv_cache=getattr(cfg.cache_config, "enable_extensible_kv_cache", None))
         except SystemExit as exc:  # argparse error
             res["error"] = "argparse exit %s" % exc.code
         except BaseException as exc:  # report any failure of vLLM's validation as data

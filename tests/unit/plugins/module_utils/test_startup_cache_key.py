@@ -194,3 +194,12 @@ def test_h200_warm_start_hit_and_copied_start_got_another_key():
     verdict = cache_key.judge(copied["compile_cache"], copied["compile"]["keys"], {"compile": cold["compile"]}, diffs,
                               expect_hit=True)
     assert verdict["expected"] and "env XDG_CACHE_HOME /c/A -> /c/B" in verdict["cause"]
+
+
+@pytest.mark.parametrize("version, in_key", [
+    ("0.31.1", True), ("0.32.0", False), ("0.32.0+cpu", False), ("0.34.0", False),
+    # a pre-release of 0.32.0 is before it, as releases.parse_version (the one release parser) orders it
+    ("0.32.0rc1", True), ("0.32.0rc1.dev16+g7a1eb8ac2", True), ("v0.33.0", False),
+])
+def test_location_in_key_reads_the_release_with_releases_parser(version, in_key):
+    assert cache_key.location_in_key(version) is in_key
