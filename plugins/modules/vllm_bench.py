@@ -133,6 +133,12 @@ options:
   proxy_read_timeout:
     description: nginx's C(proxy_read_timeout) in nginx syntax (V(3600s)); the probe reports its margin to it.
     type: str
+  progress_file:
+    description:
+      - With O(run=workload), write the point about to run to this file (one line - the workload, point n of N,
+        its prompts, concurrency and URL, when it started) for a task that polls the module's async job (the
+        gpufleet.vllm.bench role prints it). Omit it for no file.
+    type: path
 attributes:
   check_mode:
     description: Returns the command lines it would run and sends nothing.
@@ -228,6 +234,7 @@ probe:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils.bench import runner, session
 from ansible_collections.gpufleet.vllm.plugins.module_utils.bench.session import RUNS
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError, run_guarded
 
@@ -255,6 +262,7 @@ ARGUMENT_SPEC = dict(
     canary_max_tokens=dict(type="int", default=16, no_log=False),
     probe_output_tokens=dict(type="int", default=16, no_log=False),
     proxy_read_timeout=dict(type="str"),
+    progress_file=dict(type="path"),
 )
 
 
@@ -262,6 +270,8 @@ def _body(module):
     params = module.params
     if params["run"] == "workload" and not params["workload"]:
         raise UserError("run=workload needs workload (one entry of gpufleet_workloads).")
+    if params["progress_file"] and params["run"] == "workload" and not module.check_mode:
+        runner.track(params["progress_file"], params["workload"].get("name", "?"), len(session.plan_points(params)[1]))
     result = RUNS[params["run"]](params, check_mode=module.check_mode)
     result["changed"] = False
     return result

@@ -74,6 +74,16 @@ options:
     type: list
     elements: str
     default: []
+  progress_file:
+    description:
+      - While pip runs, write what it does to this file (one line - its phase, for example C(installing 143
+        packages), and where O(pip_log) is) and pip's output to O(pip_log), for a task that polls the module's
+        async job (the vllm role prints the line).
+      - Omit it to run pip without either file.
+    type: path
+  pip_log:
+    description: pip's output while it installs (started afresh with each install); needs O(progress_file).
+    type: path
   alias:
     description:
       - A metadata-only distribution written into the venv's site-packages and checked on every run with
@@ -111,6 +121,18 @@ EXAMPLES = r"""
     requirements_script: /opt/vllm/libexec/vllm_requirements.py
     wheelhouse: /srv/wheels
     alias: {name: vllm, version: 0.32.0+cpu}
+
+- name: Install as a background job that writes pip's phase to a file (poll it with async_status)
+  gpufleet.vllm.vllm_venv:
+    venv: /opt/vllm/venvs/0.32.0-0123456789ab
+    package: vllm
+    version: 0.32.0
+    requirement: vllm==0.32.0
+    progress_file: /opt/vllm/venvs/0.32.0-0123456789ab.progress.json
+    pip_log: /opt/vllm/venvs/0.32.0-0123456789ab.pip.log
+  async: 3600
+  poll: 0
+  register: venv_job
 """
 
 RETURN = r"""
@@ -139,14 +161,25 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils import redact
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import run_guarded
-from ansible_collections.gpufleet.vllm.plugins.module_utils.units import venv
+from ansible_collections.gpufleet.vllm.plugins.module_utils.units import pip_progress, venv
+
+
+def _runner(module):
+    """module.run_command, or with progress_file a runner that streams pip's output and phase to files."""
+    p = module.params
+    if not p["progress_file"]:
+        return module.run_command
+    if not p["pip_log"]:
+        module.fail_json(msg="progress_file needs pip_log (where pip's output goes).")
+    pip_runs = len([a for a in venv.install_steps(p) if a is None or pip_progress.is_pip(a)])
+    return pip_progress.StreamingRun(module.run_command, p["pip_log"], p["progress_file"], pip_runs)
 
 
 def _ensure(module):
     p = module.params
     if p["exclude"] and not p["requirements_script"]:
         module.fail_json(msg="exclude needs requirements_script (the role's vllm_requirements.py).")
-    result = venv.ensure(p, module.run_command, check_mode=module.check_mode, install_missing=p["state"] == "present")
+    result = venv.ensure(p, _runner(module), check_mode=module.check_mode, install_missing=p["state"] == "present")
     if not module._diff:
         result.pop("diff", None)
     return result
@@ -167,6 +200,8 @@ def main():
             wheelhouse=dict(type="str", default=""),
             index_url=dict(type="str", default=""),
             pip_extra_args=dict(type="list", elements="str", default=[]),
+            progress_file=dict(type="path"),
+            pip_log=dict(type="path"),
             alias=dict(type="dict", options=dict(name=dict(type="str", required=True), version=dict(type="str", required=True))),
         ),
         supports_check_mode=True,

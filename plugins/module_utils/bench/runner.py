@@ -204,11 +204,47 @@ class Driver(object):
             self.proc.wait()
 
 
+# Where a workload's sweep is, for the role's polling task: set by the vllm_bench module (progress_file).
+PROGRESS = dict(path=None, workload="", total=0, done=0)
+
+
+def track(path, workload, total):
+    """Write each point's start to ``path`` (None: no file) for a workload of ``total`` points; first, that
+    vLLM's benchmark is being imported (tens of seconds on a loaded host, before the first point)."""
+    PROGRESS.update(path=path, workload=workload, total=total, done=0)
+    _write("workload %s: %d points, importing vLLM's benchmark (vllm bench serve)" % (workload, total))
+
+
+def _write(line):
+    if PROGRESS["path"]:
+        # rewritten in place, no temporary name beside it: the role makes the file with tempfile (in /tmp)
+        with open(PROGRESS["path"], "w") as handle:
+            handle.write(line + ", started %s\n" % time.strftime("%H:%M:%S"))
+
+
+def argv_value(argv, option):
+    """The value after ``option`` in a ``vllm bench serve`` argv ('' when absent)."""
+    return argv[argv.index(option) + 1] if option in argv[:-1] else ""
+
+
+def point_line(progress, argv):
+    """The progress line of the point about to run: workload, n of N, prompts, concurrency, where to."""
+    return "workload %s: point %d of %d, %s prompts at concurrency %s via %s" % (
+        progress["workload"], progress["done"] + 1, progress["total"], argv_value(argv, "--num-prompts") or "?",
+        argv_value(argv, "--max-concurrency") or "?", argv_value(argv, "--base-url") or "?")
+
+
+def _note_point(argv):
+    _write(point_line(PROGRESS, argv))
+
+
 def measure(driver, argv, metrics_urls, interval, dataset=None):
     """One benchmark point with its engine window: (result, engine figures, log)."""
+    _note_point(argv)
     before = scrape(metrics_urls)
     with Sampler(metrics_urls, interval) as sampler:
         result, log = driver.point(argv, dataset)
+    PROGRESS["done"] += 1
     after = scrape(metrics_urls)
     figures = engine.window(before, after, sampler.samples)
     figures["sample_errors"] = sampler.errors[:3]
