@@ -24,7 +24,15 @@ fi
 # The vLLM 0.33 wheelhouse of pytest's parser check (~4.6 GB on a fresh machine) downloads beside sanity too
 # (about 2 min saved there); scripts/vllm-venv.sh waits on its lock and installs from it. Its log only: pytest
 # calls the script again and reports a failure.
-[ "${GPUFLEET_SKIP_VLLM:-0}" = 1 ] || "$ROOT/scripts/vllm-wheelhouse.sh" >/dev/null 2>"$BUILD/logs/vllm-wheelhouse.log" &
+# The vLLM 0.34.0 wheel alone (~240 MB) for the 0.34 parser checks (an overlay on the 0.33 venv:
+# scripts/vllm-venv.sh GPUFLEET_VLLM_OVERLAY_ON) joins that download, so pytest only installs it.
+if [ "${GPUFLEET_SKIP_VLLM:-0}" != 1 ]; then
+  { "$ROOT/scripts/vllm-wheelhouse.sh" >/dev/null
+    ls "${GPUFLEET_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet-vllm/wheelhouse}"/vllm-0.34.0-*.whl >/dev/null 2>&1 ||
+      PIP_CONFIG_FILE=/dev/null python3 -m pip download --disable-pip-version-check -q --no-deps --only-binary=:all: \
+        -d "${GPUFLEET_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet-vllm/wheelhouse}" vllm==0.34.0
+  } 2>"$BUILD/logs/vllm-wheelhouse.log" &
+fi
 
 declare -a names=() results=() secs=()
 record() {  # record NAME RC T0: a finished step, for the summary

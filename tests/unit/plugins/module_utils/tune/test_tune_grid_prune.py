@@ -182,5 +182,5 @@ def test_a_kv_bound_workload_holds_candidates_to_the_defaults(wanted, given, exp
                        "workloads": [{"input_len": 2032, "output_len": 16, "concurrency": [wanted]}]})
     assert out["concurrency"] == expected
     # c1 holds 8 (--max-num-seqs 8): pruned when the candidates must hold more
-    assert [v["status"] for v in out["verdicts"]] == {1024: ["launch", "skipped"], 8: ["launch", "launch"],
-                                                       4000: ["skipped", "skipped"]}[expected]
+    statuses = {1024: ["launch", "skipped"], 8: ["launch", "launch"], 4000: ["skipped", "skipped"]}
+    assert [v["status"] for v in out["verdicts"]] == statuses[expected]
