@@ -9,12 +9,11 @@ compared by test_vllm_034_real_parser.py), probed by the same front_allowlist_pr
 must be the front's own 404, never the engine."""
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 
-from test_nginx_front import FILES, KEY, NGINX, _conf, _free_port, _probe, _wait
+from test_nginx_front import FILES, NGINX, _probe, serving_front
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TABLE = os.path.join(ROOT, "tests", "fixtures", "vllm-0.34.0", "routes-sleep-mode.json")
@@ -27,21 +26,7 @@ pytestmark = pytest.mark.skipif(not os.path.exists(NGINX), reason="nginx is not 
 
 @pytest.fixture()
 def front_034(tmp_path):
-    upstream, listen = _free_port(), _free_port()
-    standin = subprocess.Popen([sys.executable, "-c", STANDIN, str(FILES), TABLE, "--port", str(upstream),
-                                "--name", "a", "--api-key", KEY])
-    path = tmp_path / "nginx.conf"
-    path.write_text(_conf(tmp_path, nginx_instances=[{"name": "a", "port": upstream}], nginx_listen_port=listen))
-    server = subprocess.Popen([NGINX, "-c", str(path), "-p", str(tmp_path), "-g", "daemon off;"])
-    try:
-        _wait(upstream)
-        _wait(listen)
-        yield "http://127.0.0.1:%d" % upstream, "http://127.0.0.1:%d" % listen
-    finally:
-        server.terminate()
-        standin.terminate()
-        server.wait(10)
-        standin.wait(10)
+    yield from serving_front(tmp_path, [sys.executable, "-c", STANDIN, str(FILES), TABLE])
 
 
 def test_checkpoint_routes_of_034_never_pass_the_front(front_034):

@@ -51,9 +51,13 @@ def _conf(tmp_path, **overrides):
 
 @pytest.fixture()
 def front(tmp_path):
+    yield from serving_front(tmp_path, [sys.executable, str(FILES / "standin_upstream.py")])
+
+
+def serving_front(tmp_path, standin_argv):
+    """nginx (the role's config) in front of one stand-in upstream started from ``standin_argv``: yields both URLs."""
     upstream, listen = _free_port(), _free_port()
-    standin = subprocess.Popen([sys.executable, str(FILES / "standin_upstream.py"), "--port", str(upstream),
-                                "--name", "a", "--api-key", KEY])
+    standin = subprocess.Popen(list(standin_argv) + ["--port", str(upstream), "--name", "a", "--api-key", KEY])
     path = tmp_path / "nginx.conf"
     path.write_text(_conf(tmp_path, nginx_instances=[{"name": "a", "port": upstream}], nginx_listen_port=listen))
     server = subprocess.Popen([NGINX, "-c", str(path), "-p", str(tmp_path), "-g", "daemon off;"])

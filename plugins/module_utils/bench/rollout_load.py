@@ -28,6 +28,7 @@ import subprocess
 import time
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.bench import failures
+from ansible_collections.gpufleet.vllm.plugins.module_utils.bench.mix import percentile
 from ansible_collections.gpufleet.vllm.plugins.module_utils.bench.errors import BenchError
 
 VAR = "gpufleet_rollout_load"
@@ -107,17 +108,6 @@ def window_argv(load, model, tokenizer):
     if load["max_concurrency"]:
         argv += ["--max-concurrency", str(load["max_concurrency"])]
     return argv
-
-
-def percentile(values, pct):
-    """numpy's default (linear) percentile of ``values``; None for none."""
-    ordered = sorted(values)
-    if not ordered:
-        return None
-    rank = (len(ordered) - 1) * pct / 100.0
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 def requests(result, clock, asked):
