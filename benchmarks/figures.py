@@ -9,8 +9,9 @@ Inputs, all committed and all raw (vLLM's own result keys, the engines' /metrics
   window (prefix-cache hits over queries);
 - the front-door A/B (tests/fixtures/router/h200-0.26.0/results.json, tests/gpu/router_ab.py): every run with its
   repeat, vLLM's figures and each engine's requests and prefix-cache counters;
-- the tuner's H200 calls (tests/fixtures/tune/h200-0.26.0-qwen3-8b/call3/results.json, all calls merged): each
-  candidate's runs with their point seed (the prompt set) and vLLM's `request_goodput`;
+- the tuner's H200 calls (tests/fixtures/tune/h200-0.26.0-qwen3-8b/call3/results.json and the KV-bound case
+  tests/fixtures/tune/h200-0.26.0-kv/call3/results.json, all calls merged): each candidate's runs with their point
+  seed (the prompt set) and vLLM's `request_goodput`, and the tuner's decision;
 - the H200 restart timings (tests/fixtures/startup/restart-timing-h200-0.26.0{,-hybrid}/restart_timing.json,
   tests/gpu/restart_timing.py): every start's phases parsed from its own log;
 - the CPU length mix (tests/fixtures/bench/cpu-mix-0.32.0/result.json): vLLM's per-request lists, split per class.
@@ -40,6 +41,7 @@ BENCH_RUNS = [("tests/fixtures/bench/h200-0.26.0/results.json", "eaf43fa",
               ("tests/fixtures/bench/h200-0.26.0-20261202/128k/results.json", "47b5a1b", "every point its own seed")]
 ROUTER_AB = ("tests/fixtures/router/h200-0.26.0/results.json", "3b0115a")
 TUNE = ("tests/fixtures/tune/h200-0.26.0-qwen3-8b/call3/results.json", "92664c2")
+TUNE_KV = ("tests/fixtures/tune/h200-0.26.0-kv/call3/results.json", "5d9616c")
 RESTARTS = [("tests/fixtures/startup/restart-timing-h200-0.26.0/restart_timing.json", "24388f5"),
             ("tests/fixtures/startup/restart-timing-h200-0.26.0-hybrid/restart_timing.json", "92664c2")]
 CPU_MIX = "tests/fixtures/bench/cpu-mix-0.32.0/result.json"
@@ -228,6 +230,57 @@ def tune_section():
     return lines + [""]
 
 
+def paired_ratios(doc, cid, workload, reference="defaults"):
+    """[candidate / reference goodput] per prompt set (point seed) both ran with `workload` - like for like."""
+    sets = {}
+    for c in doc["candidates"]:
+        for run in c.get("runs") or []:
+            for p in run["points"]:
+                if p["workload"] == workload:
+                    sets.setdefault(p["seed"], {})[c["id"]] = p["result"]
+    return [s[cid]["request_goodput"] / s[reference]["request_goodput"]
+            for _seed, s in sorted(sets.items()) if cid in s and reference in s and s[reference]["request_goodput"]]
+
+
+def tune_kv_row(doc, cand, workload):
+    points = [p for run in sorted(cand.get("runs") or [], key=lambda r: r["repeat"]) for p in run["points"]
+              if p["workload"] == workload]
+    failed = sum(p["result"]["failed"] for p in points)
+    sent = failed + sum(p["result"]["completed"] for p in points)
+    ratios = paired_ratios(doc, cand["id"], workload)
+    return [workload, cand["id"], cand["label"].replace("|", "/"), "%d/%d" % (failed, sent),
+            " / ".join(fmt(p["result"]["request_goodput"], 3) for p in points),
+            " / ".join(fmt(p["result"]["output_throughput"]) for p in points),
+            " / ".join(fmt(p["result"]["median_ttft_ms"], 0) for p in points),
+            "-" if cand["id"] == "defaults" else "%.2fx" % min(ratios) if ratios else "-"]
+
+
+def tune_kv_section():
+    path, commit = TUNE_KV
+    doc = load(path)
+    decision = (doc.get("tuner") or {}).get("decision") or {}
+    workloads = [w["name"] for w in doc.get("workloads_checked") or []]
+    lines = ['<a id="tuner-kv"></a>', "## The tuner on a KV-bound case, one H200 (tests/gpu/tune_kv.sh)", "",
+             "`%s` - vLLM %s, %s, model %s, %s KV bytes per candidate, grid: %s. SLO %s, commit %s. %d repeats per "
+             "candidate, each on a fresh engine; repeat r of every candidate sent the same prompts (its point seeds), "
+             "so each ratio is paired: candidate / defaults of the same repeat, the lower of the repeats shown (worse "
+             "of two). Start-up times are not compared: the engines started together on the GPU." % (
+                 path, doc["inputs"]["vllm_version"], doc["machine"], doc["model_name"],
+                 "{:,}".format(doc["inputs"]["kv_cache_memory_bytes"]), "; ".join(doc.get("grid_why") or ["-"]),
+                 json.dumps(doc["slo"], sort_keys=True), commit, doc["inputs"]["repeats"]), ""]
+    rows = [tune_kv_row(doc, c, w) for w in workloads for c in doc["candidates"]]
+    lines += table(["workload", "candidate", "flags", "failed/sent", "goodput req/s per repeat",
+                    "output tok/s per repeat", "TTFT p50 ms per repeat", "x defaults (worse of two)"], rows)
+    wid = decision.get("best") if decision.get("apply") else None
+    if wid:
+        lines += ["", "The tuner's winner, written back: `%s`, per workload (worse of two, paired): %s. Its reason: %s." % (
+            wid, "; ".join("%s %.2fx" % (w, min(paired_ratios(doc, wid, w))) for w in workloads),
+            decision.get("reason", "-"))]
+    else:
+        lines += ["", "The tuner wrote nothing back: %s." % decision.get("reason", "no decision")]
+    return lines + [""]
+
+
 # ---- restarts on one H200 ------------------------------------------------------------------------------
 
 PHASES = ("api_server", "weights", "torch_compile", "profiling", "kv_cache", "cuda_graphs", "engine_ready", "ready")
@@ -302,9 +355,9 @@ def render():
             "Generated by `benchmarks/figures.py` from the raw files each table names; "
             "`tests/functional/test_benchmark_figures.py` regenerates this page and fails when it differs. "
             "Do not edit by hand. The raw files, the scripts and the test are in the repository, not in the installed "
-            "collection. Sections: [bench role](#bench), [front door](#front-door), [tuner](#tuner), "
+            "collection. Sections: [bench role](#bench), [front door](#front-door), [tuner](#tuner), [tuner, KV-bound](#tuner-kv), "
             "[restarts](#restarts), [CPU length mix](#cpu-mix).", ""]
-    return "\n".join(head + bench_section() + ab_section() + tune_section() + restart_section() +
+    return "\n".join(head + bench_section() + ab_section() + tune_section() + tune_kv_section() + restart_section() +
                      cpu_mix_section())
 
 

@@ -58,6 +58,18 @@ def test_a_hand_edited_figure_is_caught(figures, tmp_path, monkeypatch):
     "| prefix | nginx_hash | 2 | 0/384 | 1,251.4 | 1.70x |",
     # the no-reuse column ran once per arm
     "| random | cache_aware | 1 | 0/96 | 784.3 | 0.99x |",
+    # the KV-bound tune (h200-0.26.0-kv, the calls' logs): paired per repeat, the lower ratio.
+    # c3 reuse: 4.193544 / 2.883521 = 1.4543 (repeat 0), 4.096429 / 2.753604 = 1.4877 (repeat 1) -> 1.45x
+    "| 0/96 | 4.194 / 4.096 | 536.8 / 524.3 | 88 / 116 | 1.45x |",
+    # c3 long: 2.142647 / 1.602548 = 1.3370, 2.137473 / 1.602922 = 1.3335 -> 1.33x
+    "| 0/64 | 2.143 / 2.137 | 548.5 / 547.2 | 3,871 / 3,869 | 1.33x |",
+    # c1 (offload alone) long: 1.572378 / 1.602548 = 0.9812, 1.571630 / 1.602922 = 0.9805 -> 0.98x (below)
+    "| long | c1 | cpu_offload=14 GiB | 0/64 | 1.572 / 1.572 | 402.5 / 402.3 | 7,431 / 7,416 | 0.98x |",
+    # c1 reuse: 3.494881 / 2.883521 = 1.2120, 3.475040 / 2.753604 = 1.2620 -> 1.21x
+    "| reuse | c1 | cpu_offload=14 GiB | 0/96 | 3.495 / 3.475 | 447.3 / 444.8 | 186 / 182 | 1.21x |",
+    # seeds long: 0.112549 / 1.602548 = 0.0702, 0.101306 / 1.602922 = 0.0632 -> 0.06x
+    "| 0/64 | 0.113 / 0.101 | 131.7 / 118.6 | 21,246 / 23,489 | 0.06x |",
+    "The tuner's winner, written back: `c3`, per workload (worse of two, paired): reuse 1.45x; long 1.33x.",
 ])
 def test_the_recomputed_figures(page, row):
     assert row in page
