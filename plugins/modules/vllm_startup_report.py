@@ -15,7 +15,8 @@ version_added: 0.1.0
 description:
   - Reads the journal of the unit's current start (its C(InvocationID)) and the engine's own log lines in it,
     and returns the phases with seconds (API server, weights, torch.compile, profiling, KV cache sizing,
-    CUDA-graph capture, engine init, ready), from the process start (systemd's C(ExecMainStartTimestamp)).
+    the KV offload tier's pinned host memory, CUDA-graph capture, engine init, ready), from the process start
+    (systemd's C(ExecMainStartTimestamp)).
   - Gives the compile-cache verdict (V(hit), V(miss), V(unloadable), V(partial), V(disabled),
     V(not_applicable), V(unknown)) and, comparing the inputs of this start (vLLM version, argv, the unit's
     environment, venv, cache folder) with the record of the previous start, whether a recompilation was

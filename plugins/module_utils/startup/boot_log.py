@@ -22,6 +22,9 @@ releases (vllm/compilation/backends.py, decorators.py, monitor.py; vllm/v1/engin
 |                | up done.`` (cpu_model_runner)                                                          |
 | profiling      | ``Initial profiling/warmup run took S s``                                              |
 | kv_cache       | ``GPU KV cache size: N tokens`` / ``CPU KV cache size: N tokens``                      |
+| kv_offload     | ``Allocating N CPU tensors...`` (the offload tier's host memory, pinned; GPU runs with |
+|                | OffloadingConnector, vllm/v1/kv_offload/cpu/gpu_worker.py 0.26.0): ends at the next     |
+|                | line with a time, since vLLM logs no end                                               |
 | cuda_graphs    | ``Graph capturing finished in S secs, took G GiB`` (GPU only)                          |
 | engine_ready   | ``init engine (profile, create kv cache, warmup model) took S s``                      |
 | ready          | ``Application startup complete.`` (uvicorn), else ``Available routes are:``            |
@@ -68,6 +71,7 @@ CPU_WARMUP_DONE = re.compile(r"Warming up done\.")
 PROFILING = re.compile(r"Initial profiling/warmup run took ([\d.]+) s")
 KV_MEMORY = re.compile(r"Available KV cache memory: ([\d.]+) GiB")
 KV_SIZE = re.compile(r"\b(GPU|CPU) KV cache size: ([\d,]+) tokens")
+OFFLOAD_ALLOC = re.compile(r"Allocating (\d+) CPU tensors\.\.\.")
 GRAPHS = re.compile(r"Graph capturing finished in ([\d.]+) secs?, took ([\d.]+) GiB")
 INIT_ENGINE = re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"
                          r"(?: \(compilation: ([\d.]+) s)?")
@@ -83,6 +87,7 @@ PHASES = (
     ("torch_compile", "torch.compile: compiled, or loaded from the cache"),
     ("profiling", "the profiling / warm-up run"),
     ("kv_cache", "KV cache sizing"),
+    ("kv_offload", "the KV offload tier's host memory allocated and pinned (to the next logged line)"),
     ("cuda_graphs", "CUDA-graph capture"),
     ("engine_ready", "the rest of the engine's init (warm-up, kernel JIT)"),
     ("ready", "the API server up (Application startup complete)"),
@@ -157,7 +162,8 @@ class _State(object):
                         "disabled": False, "seconds": None, "keys": []}
         self.facts = {"version": None, "weights_gib": None, "weights_seconds": None, "kv_tokens": None,
                       "kv_memory_gib": None, "kv_device": None, "graphs_seconds": None, "graphs_gib": None,
-                      "profiling_seconds": None, "init_engine_seconds": None}
+                      "profiling_seconds": None, "init_engine_seconds": None, "kv_offload_tensors": None}
+        self.pending = None  # an event that ends at the next line with a time (vLLM logs only its start)
 
     def mark(self, name, at, first=True):
         if at is not None and (not first or name not in self.events):
@@ -229,6 +235,13 @@ def _on_kv_size(st, m, at, line):
     st.mark("kv_cache", at)
 
 
+def _on_offload_alloc(st, m, at, line):
+    if st.facts["kv_offload_tensors"] is None:
+        st.facts["kv_offload_tensors"] = int(m.group(1))
+        st.mark("kv_offload_start", at)
+        st.pending = "kv_offload"
+
+
 def _on_graphs(st, m, at, line):
     st.facts["graphs_seconds"], st.facts["graphs_gib"] = _num(m.group(1)), _num(m.group(2))
     st.mark("cuda_graphs", at)
@@ -261,6 +274,7 @@ RULES = (
     (PROFILING, _fact("profiling_seconds", "profiling")),
     (KV_MEMORY, _fact("kv_memory_gib", "kv_memory")),
     (KV_SIZE, _on_kv_size),
+    (OFFLOAD_ALLOC, _on_offload_alloc),
     (GRAPHS, _on_graphs),
     (INIT_ENGINE, _on_init_engine),
     (APP_READY, lambda st, m, at, line: st.mark("ready", at, first=False)),
@@ -281,6 +295,9 @@ def _read(lines, year):
             first = stamp if first is None else first
             clock = clock or line_clock
             last = stamp
+        if st.pending and stamp is not None:
+            st.mark(st.pending, last)
+            st.pending = None
         if COMPILE_START.search(message):
             st.mark("compile_start", last)
         for pattern, handler in RULES:
@@ -350,6 +367,7 @@ def phases(events, start, facts, compile_info):
         "torch_compile": events.get("compile_end"),
         "profiling": events.get("profiling"),
         "kv_cache": events.get("kv_cache"),
+        "kv_offload": events.get("kv_offload"),
         "cuda_graphs": events.get("cuda_graphs"),
         "engine_ready": events.get("engine_ready"),
         "ready": events.get("ready"),

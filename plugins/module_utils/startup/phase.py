@@ -40,6 +40,7 @@ MILESTONES = (
                 r"Directly load (?:AOT|the compiled graph)"), "compiled, profiling memory"),
     (re.compile(r"Initial profiling/warmup run took|Warming up done\."), "profiled, sizing the KV cache"),
     (re.compile(r"\b(?:GPU|CPU) KV cache size: ([\d,]+) tokens"), "KV cache allocated"),
+    (re.compile(r"Allocating \d+ CPU tensors\.\.\."), "pinning the KV offload tier's host memory"),
     (re.compile(r"Capturing CUDA graphs"), "capturing CUDA graphs"),
     (re.compile(r"Graph capturing finished in ([\d.]+) secs?"), "CUDA graphs captured"),
     (re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"),

