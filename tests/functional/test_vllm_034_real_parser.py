@@ -7,7 +7,9 @@ tests read (tests/fixtures/vllm-0.34.0) are what 0.34.0 says today: its flags an
 route table with sleep mode on, and its extensible KV sizing on the real 0.26.0 H200 terms.
 
 The venv: scripts/vllm-venv.sh with GPUFLEET_VLLM_OVERLAY_ON=0.33.0 (the 0.34.0 wheel alone, ~240 MB, over the
-0.33.0 parser venv: both pin torch 2.14.0). Skipped ONLY when GPUFLEET_SKIP_VLLM=1.
+0.33.0 parser venv: both pin torch 2.14.0). Every question to 0.34.0 goes in ONE process (vllm_batch.py: importing
+vLLM costs 15-20 s of CPU a time), asked once per module; the tests share a worker (xdist_group). Skipped ONLY when
+GPUFLEET_SKIP_VLLM=1.
 """
 from __future__ import absolute_import, division, print_function
 
@@ -18,13 +20,14 @@ import subprocess
 import pytest
 import yaml
 
-from test_vllm_argv_real_parser import EXAMPLES, ROOT, check, collection_path, config_only_dir  # pylint: disable=unused-import  # noqa: F401
+from test_vllm_argv_real_parser import EXAMPLES, ROOT, collection_path, config_only_dir  # pylint: disable=unused-import  # noqa: F401
 
 V034 = os.path.join(ROOT, "tests", "fixtures", "vllm-0.34.0")
 ACC = os.path.join(ROOT, "tests", "fixtures", "gpu-acceptance", "graphs-0.26.0", "cases")
 ENV = dict(os.environ, VLLM_TARGET_DEVICE="cpu", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
 
-pytestmark = pytest.mark.skipif(os.environ.get("GPUFLEET_SKIP_VLLM") == "1", reason="GPUFLEET_SKIP_VLLM=1")
+pytestmark = [pytest.mark.skipif(os.environ.get("GPUFLEET_SKIP_VLLM") == "1", reason="GPUFLEET_SKIP_VLLM=1"),
+              pytest.mark.xdist_group("vllm-0.34.0")]
 
 
 @pytest.fixture(scope="session")
@@ -33,14 +36,6 @@ def vllm034_python():
     out = subprocess.run([os.path.join(ROOT, "scripts", "vllm-venv.sh")], stdout=subprocess.PIPE, check=True,
                          universal_newlines=True, timeout=3000, env=env)
     return out.stdout.strip().splitlines()[-1]
-
-
-def _run(python, script, args=(), stdin=""):
-    proc = subprocess.run([python, os.path.join(ROOT, "tests", "functional", script)] + list(args), input=stdin,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, env=ENV, timeout=900,
-                          check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def _fixture(name):
@@ -62,16 +57,55 @@ def _example_plans(tmp_path, **override):
     return out
 
 
-def test_examples_planned_for_034_pass_its_parser_and_engine_config(collection_path, vllm034_python, tmp_path):
+def _batch(python, jobs):
+    """{name: the job's JSON answer} - every job in one vLLM 0.34.0 process (vllm_batch.py)."""
+    proc = subprocess.run([python, os.path.join(ROOT, "tests", "functional", "vllm_batch.py")],
+                          input=json.dumps({"jobs": [job for _name, job in jobs]}), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True, env=ENV, timeout=1800, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = {}
+    for (name, _job), res in zip(jobs, json.loads(proc.stdout.strip().splitlines()[-1])):
+        assert res["rc"] == 0, (name, res["error"], res["stdout"][-2000:])
+        out[name] = json.loads(res["stdout"].strip().splitlines()[-1])
+    return out
+
+
+@pytest.fixture(scope="module")
+def asked034(collection_path, vllm034_python, tmp_path_factory):
+    """Everything the tests ask vLLM 0.34.0, with what they need beside the answers."""
+    from ansible_collections.gpufleet.vllm.plugins.module_utils import vllm_args as va
+    tmp = tmp_path_factory.mktemp("v034")
     argvs, expect = [], []
-    for name, p, result in _example_plans(tmp_path):
+    for name, p, result in _example_plans(tmp):
         assert [f for f in result["findings"] if f["level"] == "error"] == [], name
         for inst in result["instances"]:
             for argv in [n["argv"] for n in inst.get("nodes") or []] or [inst["argv"]]:
                 argvs.append(argv)
                 expect.append((name, p, result["capacity"]))
-    report = check(vllm034_python, argvs)
+    ((_n, _p, sleep),) = [x for x in _example_plans(tmp, enable_sleep_mode=True) if x[0] == "h200x8"]
+    sleep_argv = sleep["instances"][0]["argv"]
+    removed = [["vllm", "serve", sleep_argv[2], flag, "1"] for flag in sorted(va.REMOVED_FLAGS)]
+    model = config_only_dir(tmp, "Qwen/Qwen3-14B")
+    sizing_cases = []
+    for case_id in sorted(set(r["id"] for r in _fixture("extensible-sizing.json")["results"])):
+        with open(os.path.join(ACC, case_id + ".engine.log")) as fh:
+            sizing_cases.append({"id": case_id, "log": fh.read()})
+    answers = _batch(vllm034_python, [
+        ("examples", {"script": "vllm_argv_check.py", "stdin": json.dumps({"argvs": argvs})}),
+        ("sleep", {"script": "vllm_argv_check.py", "stdin": json.dumps({"argvs": [sleep_argv] + removed})}),
+        ("flags", {"script": "vllm_serve_flags.py"}),
+        ("routes_sleep", {"script": "vllm_routes_dump.py", "args": [model, "--enable-sleep-mode"]}),
+        ("routes", {"script": "vllm_routes_dump.py", "args": [model]}),
+        ("sizing", {"script": "vllm_extensible_sizing.py", "stdin": json.dumps({"cases": sizing_cases})}),
+    ])
+    answers["expect"] = expect
+    return answers
+
+
+def test_examples_planned_for_034_pass_its_parser_and_engine_config(asked034):
+    report, expect = asked034["examples"], asked034["expect"]
     assert report["version"] == "0.34.0"
+    assert len(report["results"]) == len(expect)
     for (name, p, cap), res in zip(expect, report["results"]):
         assert res["ok"], (name, res.get("error"), res.get("trace"))
         assert res["max_model_len"] == p["max_model_len"], name
@@ -85,32 +119,19 @@ def test_examples_planned_for_034_pass_its_parser_and_engine_config(collection_p
     assert offloaded and all(r["kv_transfer"] for r in offloaded)
 
 
-def test_sleep_mode_argv_and_removed_flags_on_034(collection_path, vllm034_python, tmp_path):
-    from ansible_collections.gpufleet.vllm.plugins.module_utils import vllm_args as va
-    ((_n, _p, result),) = [x for x in _example_plans(tmp_path, enable_sleep_mode=True) if x[0] == "h200x8"]
-    argv = result["instances"][0]["argv"]
-    model = argv[2]
-    removed = [["vllm", "serve", model, flag, "1"] for flag in sorted(va.REMOVED_FLAGS)]
-    report = check(vllm034_python, [argv] + removed)
+def test_sleep_mode_argv_and_removed_flags_on_034(asked034):
+    report = asked034["sleep"]
     # create_engine_config refuses sleep mode on the CPU platform only ("not supported on current platform")
     first = report["results"][0]
     assert first["ok"] or "Sleep mode is not supported on current platform" in first["error"], first
-    assert all(not r["ok"] for r in report["results"][1:])
+    assert len(report["results"]) > 1 and all(not r["ok"] for r in report["results"][1:])
 
 
-def test_fixtures_are_what_034_says(collection_path, vllm034_python, tmp_path):
-    flags = _run(vllm034_python, "vllm_serve_flags.py")
-    assert flags == _fixture("serve-flags.json")["0.34.0"]
-    report = check(vllm034_python, [])
-    parsers = _fixture("parsers.json")
+def test_fixtures_are_what_034_says(asked034):
+    assert asked034["flags"] == _fixture("serve-flags.json")["0.34.0"]
+    parsers, report = _fixture("parsers.json"), asked034["examples"]
     assert (report["tool_parsers"], report["reasoning_parsers"]) == (parsers["tool_parsers"], parsers["reasoning_parsers"])
-    model = config_only_dir(tmp_path, "Qwen/Qwen3-14B")
-    assert _run(vllm034_python, "vllm_routes_dump.py", [model, "--enable-sleep-mode"]) == _fixture("routes-sleep-mode.json")
-    assert _run(vllm034_python, "vllm_routes_dump.py", [model]) == _fixture("routes.json")
-    sizing = _fixture("extensible-sizing.json")
-    cases = []
-    for case_id in sorted(set(r["id"] for r in sizing["results"])):
-        with open(os.path.join(ACC, case_id + ".engine.log")) as fh:
-            cases.append({"id": case_id, "log": fh.read()})
-    got = _run(vllm034_python, "vllm_extensible_sizing.py", stdin=json.dumps({"cases": cases}))
-    assert sorted(got["results"], key=json.dumps) == sorted(sizing["results"], key=json.dumps)
+    assert asked034["routes_sleep"] == _fixture("routes-sleep-mode.json")
+    assert asked034["routes"] == _fixture("routes.json")
+    got = asked034["sizing"]
+    assert sorted(got["results"], key=json.dumps) == sorted(_fixture("extensible-sizing.json")["results"], key=json.dumps)
