@@ -220,11 +220,14 @@ points:
       result: {completed: 20, p90_ttft_ms: 522.0, input_lens: [512, 512, 1984]}
       classes: [{name: short, input_len: 512, requests: 16, p90_ttft_ms: 421.5}, {name: long, input_len: 1984, p90_ttft_ms: 525.0}]
 canary:
-  description: Per instance - C(status) (V(pass), V(no_hit), V(mismatch)), C(identical), C(hit_tokens), the ids.
+  description:
+    - Per instance - C(status) (V(pass), V(no_hit), V(mismatch), V(not_cold)), C(identical), C(hit_tokens), the ids.
+    - C(tier) - where the second send's prefix came from (V(gpu), V(offload) through a KV offload connector, or
+      V(gpu+offload)); V(not_cold) when the first send already found cached tokens (the comparison proves nothing).
   returned: run=canary
   type: list
   elements: dict
-  sample: [{target: qwen3-0, status: pass, identical: true, hit_tokens: 384}]
+  sample: [{target: qwen3-0, status: pass, tier: gpu, identical: true, hit_tokens: 384}]
 probe:
   description: The long-context request - C(prompt_tokens), C(ttft_s), C(e2e_s), and C(finding) on the proxy timeout.
   returned: run=probe

@@ -4,6 +4,12 @@
 """The correctness canary: one greedy request sent cold, then again as a prefix-cache hit; the
 generated token ids must be identical.
 
+With a KV offload tier (the OffloadingConnector) a hit can come from either tier: :func:`tier_verdict` reads the
+tokens each send found in the GPU prefix cache (``vllm:prefix_cache_hits_total``) and through the connector
+(``vllm:external_prefix_cache_hits_total``), so a canary can prove a CPU-tier hit (the prompt evicted from the GPU,
+found in host memory) and can catch a "cold" send that was not cold: a cache reset that did not reach every tier
+(vLLM's ``POST /reset_prefix_cache`` resets the connector's tier only with ``reset_external=true``).
+
 The prompt starts with a per-run unique text (so its first KV block was never cached: the first send
 is really cold) and is a few KV blocks long (vLLM caches full blocks only: a prompt shorter than one
 block can never hit). Token ids come back with ``return_token_ids`` (vLLM's completions API since
@@ -70,3 +76,38 @@ def compare(cold, warm, hits_cold, hits_warm):
             len(cold), hit_tokens)
     return dict(identical=first is None, first_difference=first, cache_hit=cache_hit,
                 hit_tokens=hit_tokens, status=status, message=message)
+
+
+def _first_difference(cold, warm):
+    for index in range(max(len(cold), len(warm))):
+        if index >= len(cold) or index >= len(warm) or cold[index] != warm[index]:
+            return index
+    return None
+
+
+def tier_verdict(cold, warm, cold_hits, warm_hits):
+    """The canary across KV tiers. ``cold_hits`` / ``warm_hits``: {"gpu": tokens, "offload": tokens} each send found
+    (counter deltas over that send; None where the engine exposes no such counter).
+
+    status: ``not_cold`` (the cold send found cached tokens: a reset missed a tier, the comparison proves nothing),
+    ``mismatch`` (different ids), ``pass`` (same ids; ``tier`` says where the second send's prefix came from:
+    ``gpu``, ``offload`` or ``gpu+offload``), ``no_hit`` (same ids, no tier found the prompt)."""
+    cold_found = dict((tier, n) for tier, n in (cold_hits or {}).items() if n)
+    if cold_found:
+        where = " and ".join("%d from the %s tier" % (n, tier) for tier, n in sorted(cold_found.items()))
+        return dict(status="not_cold", tier=None, first_difference=None, message=(
+            "canary NOT COLD: the first send found cached tokens (%s): a cache reset did not reach every tier "
+            "(the offload tier is reset only by POST /reset_prefix_cache?reset_external=true)" % where))
+    first = _first_difference(cold, warm)
+    if first is not None:
+        return dict(status="mismatch", tier=None, first_difference=first, message=(
+            "canary MISMATCH: the cached send generated different token ids from the cold one, first at position %d "
+            "(cold %s, cached %s)" % (first, cold[first:first + 4], warm[first:first + 4])))
+    gpu, offload = (warm_hits or {}).get("gpu") or 0, (warm_hits or {}).get("offload") or 0
+    tier = "+".join(name for name, n in (("gpu", gpu), ("offload", offload)) if n) or None
+    if tier is None:
+        return dict(status="no_hit", tier=None, first_difference=None, message=(
+            "canary inconclusive: identical ids, but no tier found the prompt on the second send"))
+    return dict(status="pass", tier=tier, first_difference=None, message=(
+        "canary ok: %d generated ids identical cold and from the %s tier (%d tokens from the GPU cache, %d through "
+        "the offload connector)" % (len(cold), tier, gpu, offload)))

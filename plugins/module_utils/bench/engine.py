@@ -11,7 +11,9 @@ H200; vllm/v1/metrics/loggers.py): ``vllm:prefix_cache_queries_total`` / ``_hits
 0.11), ``vllm:num_requests_running`` / ``_waiting``, and with speculative decoding
 ``vllm:spec_decode_num_drafts_total``, ``_num_draft_tokens_total``, ``_num_accepted_tokens_total``
 (vllm/v1/spec_decode/metrics.py; absent when no speculative method is configured), and
-``vllm:request_success_total`` per ``finished_reason`` (``abort``, ``error``: requests the engine dropped).
+``vllm:request_success_total`` per ``finished_reason`` (``abort``, ``error``: requests the engine dropped), and with
+a KV connector (the offload tier) ``vllm:external_prefix_cache_queries_total`` / ``_hits_total`` (tokens the
+connector was asked for / found; vLLM 0.26.0 loggers.py).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -31,6 +33,8 @@ COUNTERS = {
     "spec_drafts": ("vllm:spec_decode_num_drafts_total",),
     "spec_draft_tokens": ("vllm:spec_decode_num_draft_tokens_total",),
     "spec_accepted_tokens": ("vllm:spec_decode_num_accepted_tokens_total",),
+    "offload_queries": ("vllm:external_prefix_cache_queries_total",),
+    "offload_hits": ("vllm:external_prefix_cache_hits_total",),
 }
 GAUGES = {
     "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
@@ -142,6 +146,8 @@ def window(before, after, samples=()):
         prefix_cache_queries=d["prefix_queries"],
         prefix_cache_hits=d["prefix_hits"],
         prefix_cache_hit_rate=_ratio(d["prefix_hits"], d["prefix_queries"]),
+        offload_cache_queries=d["offload_queries"],
+        offload_cache_hits=d["offload_hits"],
         preemptions=d["preemptions"],
         aborted_requests=d["aborted"],
         errored_requests=d["errored"],

@@ -108,6 +108,12 @@ def record(point, w, result, figures):
     return point
 
 
+def _tier_hits(before, after):
+    """{"gpu": prefix-cache hit tokens, "offload": tokens the offload connector found} between two readings."""
+    return dict((tier, None if before.get(key) is None or after.get(key) is None else after[key] - before[key])
+                for tier, key in (("gpu", "prefix_hits"), ("offload", "offload_hits")))
+
+
 def _canary_one(params, target):
     metrics = target["metrics_urls"]
     base = target["url"]
@@ -116,9 +122,10 @@ def _canary_one(params, target):
                              params.get("api_key"))
     ids = canary.prompt_ids(unique, filler, params["canary_prompt_tokens"])
     body = canary.request_body(params["model"], ids, params["canary_max_tokens"], params["seed"])
-    sends = []
+    sends, readings = [], []
     while len(sends) < 2:  # cold, then the same request again (a prefix-cache hit)
-        hits = runner.scrape(metrics)["prefix_hits"]
+        readings.append(runner.scrape(metrics))
+        hits = readings[-1]["prefix_hits"]
         answer, seconds = runner.complete(base, body, params.get("api_key"), params["run_timeout"])
         choice = (answer.get("choices") or [{}])[0]
         token_ids = choice.get("token_ids")
@@ -127,8 +134,15 @@ def _canary_one(params, target):
             raise BenchError("%s returned no token_ids for return_token_ids=true (vLLM >= 0.10.2 has it): this "
                              "engine cannot run the canary; set bench_canary: false." % base)
         sends.append(dict(hits_before=hits, token_ids=token_ids, logprobs=logprobs, seconds=round(seconds, 4)))
-    hits_end = runner.scrape(metrics)["prefix_hits"]
-    verdict = canary.compare(sends[0]["token_ids"], sends[1]["token_ids"], sends[1]["hits_before"], hits_end)
+    readings.append(runner.scrape(metrics))
+    verdict = canary.compare(sends[0]["token_ids"], sends[1]["token_ids"], sends[1]["hits_before"],
+                             readings[2]["prefix_hits"])
+    # Both tiers: a cold send that found cached tokens proves nothing; a hit through the offload tier is a hit.
+    tiers = canary.tier_verdict(sends[0]["token_ids"], sends[1]["token_ids"], _tier_hits(readings[0], readings[1]),
+                                _tier_hits(readings[1], readings[2]))
+    if tiers["status"] == "not_cold" or (verdict["status"] == "no_hit" and tiers["status"] == "pass"):
+        verdict.update(status=tiers["status"], message=tiers["message"], cache_hit=tiers["status"] == "pass")
+    verdict["tier"] = tiers["tier"]
     delta = canary.logprob_delta(sends[0]["logprobs"], sends[1]["logprobs"])
     return dict(verdict, target=target["name"], prompt_tokens=len(ids), logprob_delta=delta, cold=sends[0],
                 warm=sends[1])
