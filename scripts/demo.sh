@@ -93,9 +93,13 @@ fi
 echo
 log "ansible-playbook -i inventories/demo playbooks/bench.yml (vLLM's own vllm bench serve through nginx, about a minute)"
 t0=$SECONDS
+# The whole output goes to the log; the bench role's progress lines ("N s: workload ...") are shown as they come.
+set +e
 ansible-playbook -i inventories/demo playbooks/bench.yml -e '{"gpufleet_workloads": [{"name": "demo", "input_len": 128,
-  "output_len": 16, "num_prompts": 8, "concurrency": [1, 4], "targets": ["front_door"]}]}' > "$BUILD/demo-bench.log" 2>&1
-bench_rc=$?
+  "output_len": 16, "num_prompts": 8, "concurrency": [1, 4], "targets": ["front_door"]}]}' 2>&1 \
+  | tee "$BUILD/demo-bench.log" | grep --line-buffered -E '^ +"msg": "[0-9]+ s: workload ' | sed -u 's/^ *"msg": "/   /; s/"$//'
+bench_rc=${PIPESTATUS[0]}
+set -e
 report=$(grep -o '"report: [^"]*report.md' "$BUILD/demo-bench.log" | tail -1 | sed 's/^"report: //')
 if [ "$bench_rc" = 0 ] && [ -f "$report" ]; then
   grep '^|' "$report" | cut -d'|' -f2-11 | sed 's/^/   |/'
