@@ -33,6 +33,7 @@ import importlib
 import json
 import os
 import sys
+import random
 import time
 import uuid
 
@@ -83,8 +84,11 @@ class Canary(object):
         self.url, self.max_tokens, self.sends = url, max_tokens, []
 
     def prompt(self, length):
-        unique = self.runner.tokenize(self.url, "canary", "gpufleet canary %s:" % uuid.uuid4().hex)
-        filler = self.runner.tokenize(self.url, "canary", " The quick brown fox jumps over the lazy dog.")
+        # Token ids drawn at random, not tokenized text: the stand-in tokenizer maps unknown words to one id, so a
+        # "unique" text gave every case the same prompt in the run of 2026-12-05 (tests/fixtures/offload-canary).
+        rng = random.Random(uuid.uuid4().int)
+        unique = [rng.randrange(1000, 100000) for _i in range(32)]
+        filler = [rng.randrange(1000, 100000) for _i in range(64)]
         return self.canary.prompt_ids(unique, filler, length)
 
     def hits(self):
@@ -97,10 +101,16 @@ class Canary(object):
         time.sleep(1.0)  # the counters are updated by the engine's stats loop after the response
         after = self.hits()
         delta = dict((k, None if before[k] is None or after[k] is None else after[k] - before[k]) for k in before)
-        ids_out = (answer.get("choices") or [{}])[0].get("token_ids")
+        choice = (answer.get("choices") or [{}])[0]
+        ids_out = choice.get("token_ids")
         self.sends.append({"case": case, "send": what, "seconds": round(seconds, 4), "hits": delta,
-                           "token_ids": ids_out})
+                           "token_ids": ids_out, "logprobs": (choice.get("logprobs") or {}).get("token_logprobs")})
         return ids_out, delta
+
+    def last_delta(self):
+        """The largest logprob difference of the last two sends: random weights generate repetitive ids, and the
+        logprobs, which depend on every KV value, are the finer check."""
+        return self.canary.logprob_delta(self.sends[-2]["logprobs"], self.sends[-1]["logprobs"])
 
     def reset(self, external):
         path = "/reset_prefix_cache" + ("?reset_external=true" if external else "")
@@ -118,17 +128,20 @@ def run_cases(c, length):
     cold, cold_hits = c.send("cpu_tier", "cold", p)
     evicted = c.reset(external=False)
     warm, warm_hits = c.send("cpu_tier", "after the GPU reset", p)
-    cases["cpu_tier"] = dict(c.canary.tier_verdict(cold, warm, cold_hits, warm_hits), reset_ok=evicted)
+    verdict = c.canary.tier_verdict(cold, warm, cold_hits, warm_hits)
+    cases["cpu_tier"] = dict(verdict, logprob_delta=c.last_delta(), reset_ok=evicted)
     q = c.prompt(length)
     c.send("planted_reset", "prime", q)
     planted = c.reset(external=False)
     cold, cold_hits = c.send("planted_reset", "cold after the planted reset", q)
     warm, warm_hits = c.send("planted_reset", "again", q)
-    cases["planted_reset"] = dict(c.canary.tier_verdict(cold, warm, cold_hits, warm_hits), reset_ok=planted)
+    verdict = c.canary.tier_verdict(cold, warm, cold_hits, warm_hits)
+    cases["planted_reset"] = dict(verdict, logprob_delta=c.last_delta(), reset_ok=planted)
     full = c.reset(external=True)
     cold, cold_hits = c.send("full_reset", "cold after reset_external=true", q)
     warm, warm_hits = c.send("full_reset", "again", q)
-    cases["full_reset"] = dict(c.canary.tier_verdict(cold, warm, cold_hits, warm_hits), reset_ok=full)
+    verdict = c.canary.tier_verdict(cold, warm, cold_hits, warm_hits)
+    cases["full_reset"] = dict(verdict, logprob_delta=c.last_delta(), reset_ok=full)
     return cases
 
 
@@ -161,8 +174,8 @@ def main(argv=None):
             doc["cases"] = run_cases(c, opts.prompt_tokens)
             doc["sends"] = c.sends
             for name, verdict in doc["cases"].items():
-                tune_ab.log("%s: %s (reset ok: %s) - %s" % (name, verdict["status"], verdict["reset_ok"],
-                                                           verdict["message"]))
+                tune_ab.log("%s: %s (reset ok: %s, logprob delta: %s) - %s" % (
+                    name, verdict["status"], verdict["reset_ok"], verdict.get("logprob_delta"), verdict["message"]))
     finally:
         engine.stop()
         with open(os.path.join(opts.out, "results.json"), "w") as handle:
