@@ -53,9 +53,9 @@ step() {  # step NAME COMMAND...
 
 pytest_functional() {
   local rc=0
-  # Two workers: most tests wait on an ansible-playbook subprocess (183 s serial, 105 s on two); --dist loadgroup keeps
-  # the tests that share one vLLM process (xdist_group) on one worker; --durations names the slowest in the log.
-  "$VENV/bin/pytest" -q -p no:cacheprovider -n "${GPUFLEET_PYTEST_JOBS:-2}" --dist loadgroup --durations=12 "$ROOT/tests/functional" || rc=$?
+  # Two workers: most tests wait on an ansible-playbook subprocess (183 s serial, 105 s on two); --durations names
+  # the slowest in the log.
+  "$VENV/bin/pytest" -q -p no:cacheprovider -n "${GPUFLEET_PYTEST_JOBS:-2}" --durations=12 "$ROOT/tests/functional" || rc=$?
   # pytest exits 5 when it collects no test: that is a failure of the suite, not a pass.
   return "$rc"
 }

@@ -8,8 +8,7 @@ route table with sleep mode on, and its extensible KV sizing on the real 0.26.0 
 
 The venv: scripts/vllm-venv.sh with GPUFLEET_VLLM_OVERLAY_ON=0.33.0 (the 0.34.0 wheel alone, ~240 MB, over the
 0.33.0 parser venv: both pin torch 2.14.0). Every question to 0.34.0 goes in ONE process (vllm_batch.py: importing
-vLLM costs 15-20 s of CPU a time), asked once per module; the tests share a worker (xdist_group). Skipped ONLY when
-GPUFLEET_SKIP_VLLM=1.
+vLLM costs 15-20 s of CPU a time), asked once per run (the asked034 fixture). Skipped ONLY when GPUFLEET_SKIP_VLLM=1.
 """
 from __future__ import absolute_import, division, print_function
 
@@ -17,6 +16,7 @@ import json
 import os
 import subprocess
 
+import filelock
 import pytest
 import yaml
 
@@ -26,11 +26,9 @@ V034 = os.path.join(ROOT, "tests", "fixtures", "vllm-0.34.0")
 ACC = os.path.join(ROOT, "tests", "fixtures", "gpu-acceptance", "graphs-0.26.0", "cases")
 ENV = dict(os.environ, VLLM_TARGET_DEVICE="cpu", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
 
-pytestmark = [pytest.mark.skipif(os.environ.get("GPUFLEET_SKIP_VLLM") == "1", reason="GPUFLEET_SKIP_VLLM=1"),
-              pytest.mark.xdist_group("vllm-0.34.0")]
+pytestmark = pytest.mark.skipif(os.environ.get("GPUFLEET_SKIP_VLLM") == "1", reason="GPUFLEET_SKIP_VLLM=1")
 
 
-@pytest.fixture(scope="session")
 def vllm034_python():
     env = dict(os.environ, GPUFLEET_VLLM_VERSION="0.34.0", GPUFLEET_VLLM_OVERLAY_ON="0.33.0")
     out = subprocess.run([os.path.join(ROOT, "scripts", "vllm-venv.sh")], stdout=subprocess.PIPE, check=True,
@@ -70,11 +68,21 @@ def _batch(python, jobs):
     return out
 
 
-@pytest.fixture(scope="module")
-def asked034(collection_path, vllm034_python, tmp_path_factory):
-    """Everything the tests ask vLLM 0.34.0, with what they need beside the answers."""
+@pytest.fixture(scope="session")
+def asked034(collection_path, tmp_path_factory, worker_id):
+    """Everything the tests ask vLLM 0.34.0, asked once per run: under pytest-xdist the first worker asks and
+    writes the answers where every worker of this run reads them (its base folder's parent), under a file lock."""
+    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    answers = shared / "vllm-0.34.0-answers.json"
+    with filelock.FileLock(str(answers) + ".lock"):
+        if not answers.is_file():
+            answers.write_text(json.dumps(_ask034(tmp_path_factory.mktemp("v034"))))
+    return json.loads(answers.read_text())
+
+
+def _ask034(tmp):
+    """The answers of one vLLM 0.34.0 process, with what the tests need beside them."""
     from ansible_collections.gpufleet.vllm.plugins.module_utils import vllm_args as va
-    tmp = tmp_path_factory.mktemp("v034")
     argvs, expect = [], []
     for name, p, result in _example_plans(tmp):
         assert [f for f in result["findings"] if f["level"] == "error"] == [], name
@@ -90,7 +98,7 @@ def asked034(collection_path, vllm034_python, tmp_path_factory):
     for case_id in sorted(set(r["id"] for r in _fixture("extensible-sizing.json")["results"])):
         with open(os.path.join(ACC, case_id + ".engine.log")) as fh:
             sizing_cases.append({"id": case_id, "log": fh.read()})
-    answers = _batch(vllm034_python, [
+    answers = _batch(vllm034_python(), [
         ("examples", {"script": "vllm_argv_check.py", "stdin": json.dumps({"argvs": argvs})}),
         ("sleep", {"script": "vllm_argv_check.py", "stdin": json.dumps({"argvs": [sleep_argv] + removed})}),
         ("flags", {"script": "vllm_serve_flags.py"}),
