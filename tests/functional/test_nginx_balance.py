@@ -230,7 +230,10 @@ def test_the_molecule_probe_passes_on_the_default_front(front):
     assert done.returncode == 0 and report["problems"] == [] and report["sticky_sessions"], report
     assert sorted(report) == ["distinct_prefixes", "no_reuse", "problems", "sessions_with_header",
                               "sessions_without_header", "shared_system_prompt", "sticky_sessions"]
-    assert report["shared_system_prompt"] == {"a": 12, "b": 12}  # least_conn over idle engines alternates
+    # 24 requests over both engines: least_conn over idle engines alternates, but a tie can go either way (13/11 seen
+    # in CI); the old prefix_hash sent all 24 to one
+    shared = report["shared_system_prompt"]
+    assert sorted(shared) == ["a", "b"] and sum(shared.values()) == 24 and min(shared.values()) >= 9, shared
 
 
 def test_the_molecule_probe_catches_a_front_that_sends_everything_to_one_instance(tmp_path):
