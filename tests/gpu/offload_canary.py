@@ -80,6 +80,7 @@ class Canary(object):
         base = "ansible_collections.gpufleet.vllm.plugins.module_utils.bench."
         self.runner = importlib.import_module(base + "runner")
         self.canary = importlib.import_module(base + "canary")
+        self.session = importlib.import_module(base + "session")
         self.url, self.max_tokens, self.sends = url, max_tokens, []
 
     def prompt(self, length):
@@ -90,16 +91,14 @@ class Canary(object):
         filler = [rng.randrange(1000, 100000) for _i in range(64)]
         return self.canary.prompt_ids(unique, filler, length)
 
-    def hits(self):
-        now = self.runner.scrape([self.url + "/metrics"])
-        return {"gpu": now["prefix_hits"], "offload": now["offload_hits"]}
+    def reading(self):
+        return self.runner.scrape([self.url + "/metrics"])
 
     def send(self, case, what, ids):
-        before = self.hits()
+        before = self.reading()
         answer, seconds = self.runner.complete(self.url, self.canary.request_body("canary", ids, self.max_tokens, 7))
         time.sleep(1.0)  # the counters are updated by the engine's stats loop after the response
-        after = self.hits()
-        delta = dict((k, None if before[k] is None or after[k] is None else after[k] - before[k]) for k in before)
+        delta = self.session._tier_hits(before, self.reading())  # pylint: disable=protected-access  # the canary's own
         choice = (answer.get("choices") or [{}])[0]
         ids_out = choice.get("token_ids")
         self.sends.append({"case": case, "send": what, "seconds": round(seconds, 4), "hits": delta,
