@@ -62,7 +62,7 @@ _value:
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils.group_check import group_findings as _group_findings
+from ansible_collections.gpufleet.vllm.plugins.module_utils.cluster.group_check import group_findings as _group_findings
 
 
 def group_findings(probes, expected_hosts, rdma=False, memlock="infinity", shm_min_bytes=0):

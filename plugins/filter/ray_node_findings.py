@@ -51,7 +51,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils.ray_cluster import node_findings
+from ansible_collections.gpufleet.vllm.plugins.module_utils.cluster.ray_cluster import node_findings
 
 
 def ray_node_findings(nodes, members, gpus_per_host=0):

@@ -74,7 +74,7 @@ _value:
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import ray_cluster
+from ansible_collections.gpufleet.vllm.plugins.module_utils.cluster import ray_cluster
 
 
 def ray_start_argv(ray_bin, is_head, node_address, head_address, num_cpus, num_gpus, object_store_bytes, temp_dir, ports=None):

@@ -54,7 +54,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils.systemd_unit import (
+from ansible_collections.gpufleet.vllm.plugins.module_utils.units.systemd_unit import (
     SystemdQuoteError,
     quote_environment,
     quote_exec_argv,

@@ -305,8 +305,8 @@ ansible_facts:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import run_guarded
-from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_facts_assembly import FACTS_KEY
-from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_gather import ModuleRunner, gpu_facts
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.gpu_facts_assembly import FACTS_KEY
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.gpu_gather import ModuleRunner, gpu_facts
 
 
 def _run(module):

@@ -19,7 +19,7 @@ description:
     C(ansible.builtin.file) / C(ansible.builtin.copy) task per item (each costs a round trip per host).
   - A symlink, or a path of another kind, where a directory or file is wanted is refused with its path, never
     followed.
-  - The core is C(plugins/module_utils/host_layout.py).
+  - The core is C(plugins/module_utils/host/host_layout.py).
 options:
   directories:
     description: The directories, parents before children.
@@ -78,7 +78,7 @@ import pwd
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError, run_guarded
-from ansible_collections.gpufleet.vllm.plugins.module_utils import host_layout as layout
+from ansible_collections.gpufleet.vllm.plugins.module_utils.host import host_layout as layout
 
 
 def _account_id(lookup, name, check_mode, what):

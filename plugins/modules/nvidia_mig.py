@@ -153,8 +153,8 @@ reason:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import run_guarded
-from ansible_collections.gpufleet.vllm.plugins.module_utils.mig import after_apply, decide_actions, diff, needs_reboot
-from ansible_collections.gpufleet.vllm.plugins.module_utils.nvml import (
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.mig import after_apply, decide_actions, diff, needs_reboot
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.nvml import (
     Nvml,
     NvmlFatalError,
     load_pynvml,

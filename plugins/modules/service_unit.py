@@ -121,7 +121,7 @@ restored:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import run_guarded
-from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_gather import ModuleRunner
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.gpu_gather import ModuleRunner
 from ansible_collections.gpufleet.vllm.plugins.module_utils.units import service
 
 

@@ -22,7 +22,7 @@ description:
     as untrusted input (a file that is not a start record fails, naming it), the pack is built from a walk that
     never follows a symbolic link (links are left out and listed in RV(left_out)), and it is written to a new file
     with a unique name and mode 0600 in O(dest_dir). The caller removes it once fetched.
-  - The core is C(plugins/module_utils/startup/prewarm.py) over C(plugins/module_utils/root_fs.py).
+  - The core is C(plugins/module_utils/startup/prewarm.py) over C(plugins/module_utils/host/root_fs.py).
 options:
   cache_dir:
     description: The source's C(vllm_cache_dir).

@@ -22,7 +22,7 @@ description:
     the other hosts can be probed before any engine exists; a port already in use (the serving engine's)
     is reported and left alone.
   - Compare the probes of all hosts with the role's check (P(gpufleet.vllm.vllm#role)); the
-    comparison lives in C(module_utils/group_check.py).
+    comparison lives in C(module_utils/cluster/group_check.py).
   - Read-only - nothing on the host changes, in check mode too.
 author:
   - gpufleet.vllm maintainers (@gpufleet)
@@ -161,7 +161,7 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import group_probe as gp
+from ansible_collections.gpufleet.vllm.plugins.module_utils.cluster import group_probe as gp
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError, run_guarded
 
 

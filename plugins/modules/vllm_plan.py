@@ -61,7 +61,7 @@ options:
         C(nvlink_islands) and C(numa_nodes) (lists of GPU indices).
       - Or a named profile C({profile, count}) with optional C(numa_nodes) and C(nvlink_islands); profiles
         C(rtx3090), C(rtx4090), C(rtx5090), C(l40s), C(a100-40gb), C(a100-80gb), C(h100), C(h200), C(b200) carry
-        the memory the driver reports (sources in C(plugins/module_utils/gpu_families.py)).
+        the memory the driver reports (sources in C(plugins/module_utils/gpu/gpu_families.py)).
       - Every form holds the same total in C(memory_total_bytes) - the driver's NVML total, what
         C(nvidia-smi --query-gpu=memory.total) prints and gpu_facts reports - and the planner takes the gap to
         the CUDA total vLLM sizes from off once (measured per GPU model; H200 615 MiB).
@@ -127,7 +127,7 @@ options:
   memory_overhead_bytes:
     description:
       - Per-GPU non-KV memory besides weights (activation peak, the CUDA-graph estimate the V1 model runner subtracts,
-        non-torch) for the utilization-only estimate; overrides the model of C(plugins/module_utils/engine_memory.py).
+        non-torch) for the utilization-only estimate; overrides the model of C(plugins/module_utils/plan/engine_memory.py).
       - Without it the estimate computes the profile run's peak from config.json (the MLP or fused-MoE buffers at
         max_num_batched_tokens, the sampler warm-up's logits over max_num_seqs requests, one float32 copy on the V2
         runner, three on V1) and bounds what vLLM measures at boot (non-torch 0.25 GiB, V1 graph estimate 1 GiB), so
@@ -143,7 +143,7 @@ options:
         the top of its 2-decimal rounding so the plan stays at or below the engine's figure; it overrides
         O(memory_overhead_bytes).
       - Without it the estimate models the model runner the release uses for the model family
-        (C(capacity.estimate.model_runner), C(plugins/module_utils/engine_memory.py)).
+        (C(capacity.estimate.model_runner), C(plugins/module_utils/plan/engine_memory.py)).
     type: str
   block_size:
     description: Explicit C(--block-size) for the arithmetic only (hybrid models raise it). Not rendered; use O(extra_args) to pass it.
@@ -364,16 +364,16 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import run_guarded
-from ansible_collections.gpufleet.vllm.plugins.module_utils.model_config import parse_config, read_config, weight_bytes
-from ansible_collections.gpufleet.vllm.plugins.module_utils.model_families import expand_gpus
-from ansible_collections.gpufleet.vllm.plugins.module_utils.plan_inputs import (
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.model_config import parse_config, read_config, weight_bytes
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.model_families import expand_gpus
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.plan_inputs import (
     check_ports,
     validate_against_model,
     validate_config,
     validate_gpus,
     validate_options,
 )
-from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build_plan
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.planner import build_plan
 from ansible_collections.gpufleet.vllm.plugins.module_utils.releases import DEFAULT_RELEASE
 
 ARGUMENT_SPEC = dict(

@@ -24,7 +24,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = sorted(p.name for p in (ROOT / "inventories" / "examples").iterdir() if p.is_dir())
 CONFIGS = ROOT / "tests" / "fixtures" / "model-configs"
 # Imported only by code that runs on the GPU hosts, never on the controller: NVML (gpu_facts, through
-# plugins/module_utils/nvml.py, the only file that imports it; reported with missing_required_lib there).
+# plugins/module_utils/gpu/nvml.py, the only file that imports it; reported with missing_required_lib there).
 HOST_ONLY = {"pynvml"}
 # Import name -> the distribution requirements.txt names.
 DISTRIBUTION = {"huggingface_hub": "huggingface_hub"}
@@ -69,7 +69,7 @@ def test_every_controller_import_is_declared():
     assert "huggingface_hub" in imports and "pynvml" in imports, imports  # the scan sees the lazy imports
     for top, files in sorted(imports.items()):
         if top in HOST_ONLY:
-            assert files == {"plugins/module_utils/nvml.py"}, (top, files)
+            assert files == {"plugins/module_utils/gpu/nvml.py"}, (top, files)
             continue
         if top in OPTIONAL:
             assert files == OPTIONAL[top], (top, files)

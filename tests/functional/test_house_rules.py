@@ -51,6 +51,21 @@ def test_architecture_names_nothing_that_does_not_exist():
     assert not ghosts, "docs/ARCHITECTURE.md names what does not exist: %s" % ", ".join(ghosts)
 
 
+# module_utils is grouped by domain (docs/ARCHITECTURE.md, "module_utils, file by file"): a new file goes into the
+# package of its domain, not beside the shared leaves at the top.
+MAX_TOP_LEVEL_MODULE_UTILS = 6
+
+
+def test_module_utils_is_grouped_by_domain():
+    top = sorted(p.name for p in (ROOT / "plugins" / "module_utils").glob("*.py") if p.name != "__init__.py")
+    assert len(top) <= MAX_TOP_LEVEL_MODULE_UTILS, (
+        "plugins/module_utils has %d files at the top (%s): put a domain's file in its package" % (len(top), ", ".join(top)))
+    text = DOC.read_text()
+    unnamed = [p.name for p in (ROOT / "plugins" / "module_utils").iterdir()
+               if p.is_dir() and p.name != "__pycache__" and "`%s/`" % p.name not in text]
+    assert not unnamed, "docs/ARCHITECTURE.md does not introduce the package(s) %s" % ", ".join(unnamed)
+
+
 def function_lengths():
     for path in sorted((ROOT / "plugins" / "module_utils").glob("**/*.py")):
         tree = ast.parse(path.read_text(), filename=str(path))

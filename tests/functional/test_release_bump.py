@@ -103,7 +103,7 @@ def test_the_bump_leaves_no_message_registry_or_script_on_the_old_release(tmp_pa
     found = stale(str(tmp_path), files)
     assert set(found) == KNOWN_STALE, dict((k, v) for k, v in found.items() if k not in KNOWN_STALE)
     # the registries follow: the new default's parser names are the new release's own
-    from ansible_collections.gpufleet.vllm.plugins.module_utils import vllm_args as va
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import vllm_args as va
     assert va.registry_for(NEW)[0] == NEW
 
 

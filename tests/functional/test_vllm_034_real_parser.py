@@ -42,7 +42,7 @@ def _fixture(name):
 
 
 def _example_plans(tmp_path, **override):
-    from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build_plan
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.planner import build_plan
     out = []
     for name in EXAMPLES:
         with open(os.path.join(ROOT, "inventories", "examples", name, "group_vars", "all.yml")) as fh:
@@ -82,7 +82,7 @@ def asked034(collection_path, tmp_path_factory, worker_id):
 
 def _ask034(tmp):
     """The answers of one vLLM 0.34.0 process, with what the tests need beside them."""
-    from ansible_collections.gpufleet.vllm.plugins.module_utils import vllm_args as va
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import vllm_args as va
     argvs, expect = [], []
     for name, p, result in _example_plans(tmp):
         assert [f for f in result["findings"] if f["level"] == "error"] == [], name

@@ -59,7 +59,7 @@ def config_only_dir(tmp_path, model_id):
 
 
 def plan_example(name, model_dir):
-    from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build_plan
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.planner import build_plan
     with open(os.path.join(ROOT, "inventories", "examples", name, "group_vars", "all.yml")) as fh:
         gv = yaml.safe_load(fh)
     with open(os.path.join(model_dir, "config.json")) as fh:
@@ -95,8 +95,8 @@ def test_examples_plan_and_pass_real_parser(collection_path, vllm_python, tmp_pa
 def test_planner_rules_match_real_vllm(collection_path, vllm_python, tmp_path):
     """Removed flags are rejected, a too-long max_model_len is rejected without YaRN and accepted with the
     planner's --hf-overrides, and the parser registries equal the names vllm_args knows."""
-    from ansible_collections.gpufleet.vllm.plugins.module_utils import vllm_args as va
-    from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build_plan
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import vllm_args as va
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.planner import build_plan
     model = config_only_dir(tmp_path, "Qwen/Qwen3-14B")
     with open(os.path.join(model, "config.json")) as fh:
         raw = json.load(fh)
@@ -125,7 +125,7 @@ def test_planner_rules_match_real_vllm(collection_path, vllm_python, tmp_path):
 def test_ray_backend_head_argv_passes_real_vllm(collection_path, vllm_python, tmp_path):
     """The two-host example on Ray (vllm_cluster_backend: ray): the head's one command line, with
     --distributed-executor-backend ray and no per-host launch flags, is what vLLM 0.33.0 accepts."""
-    from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build_plan
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.planner import build_plan
     with open(os.path.join(ROOT, "inventories", "examples", "h200x8x2", "group_vars", "all.yml")) as fh:
         gv = yaml.safe_load(fh)
     model = config_only_dir(tmp_path, gv["gpufleet_model_id"])

@@ -2,7 +2,7 @@
 # Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """roles/vllm/files/vllm_check_unit.py checks a unit's OWN ExecStart= (issue 29: it used to check the plan's
-argv): laid out as install.yml installs it (the collection's systemd_unit.py under its directory), run with
+argv): laid out as install.yml installs it (the collection's units/systemd_unit.py under its directory), run with
 the REAL pinned vLLM's venv (scripts/vllm-venv.sh) on units rendered by plugins/module_utils/units/render.py,
 and on one edited after rendering. systemd-analyze verify runs for real. Skipped ONLY when GPUFLEET_SKIP_VLLM=1.
 """
@@ -26,10 +26,10 @@ pytestmark = pytest.mark.skipif(os.environ.get("GPUFLEET_SKIP_VLLM") == "1", rea
 def libexec(tmp_path_factory):
     """The checker as install.yml lays it out, and render_unit importable from this checkout."""
     base = tmp_path_factory.mktemp("libexec")
-    os.makedirs(str(base / UTILS))
+    os.makedirs(str(base / UTILS / "units"))
     shutil.copy(os.path.join(ROOT, "roles", "vllm", "files", "vllm_check_unit.py"), str(base))
-    for name in ("systemd_unit.py", "error_boundary.py"):
-        shutil.copy(os.path.join(ROOT, "plugins", "module_utils", name), str(base / UTILS))
+    for name in ("units/systemd_unit.py", "error_boundary.py"):
+        shutil.copy(os.path.join(ROOT, "plugins", "module_utils", name), str(base / UTILS / name))
     coll = tmp_path_factory.mktemp("collections")
     os.makedirs(str(coll / "ansible_collections" / "gpufleet"))
     os.symlink(ROOT, str(coll / "ansible_collections" / "gpufleet" / "vllm"))

@@ -8,7 +8,7 @@
     run_engines.py report --work DIR --out DIR
 
 ``run`` takes ExecStart= and Environment= from the rendered unit through the project's own parser
-(plugins/module_utils/systemd_unit.py), adds only ``--load-format dummy`` (random weights at real
+(plugins/module_utils/units/systemd_unit.py), adds only ``--load-format dummy`` (random weights at real
 size: no download), starts the engine, reads its KV lines, runs the role's health gate
 (roles/vllm/files/vllm_health_gate.py) for a real completion, scrapes /metrics, stops the engine.
 Cases run side by side where GPUs are free; the one thing changed in the unit's environment is

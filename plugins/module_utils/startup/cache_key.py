@@ -263,7 +263,7 @@ def unit_inputs(unit_text):
     ``argv`` starts at the ``vllm`` executable (a ``numactl ... --`` prefix is cut); ``venv`` is the folder above
     its ``bin/``; ``environment`` holds the ``Environment=`` assignments (the EnvironmentFile's secrets are not
     read)."""
-    from ansible_collections.gpufleet.vllm.plugins.module_utils import systemd_unit
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.units import systemd_unit
 
     argv, env, node_rank = [], {}, None
     for raw in unit_text.splitlines():

@@ -17,7 +17,7 @@ __metaclass__ = type
 
 import os
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import root_fs
+from ansible_collections.gpufleet.vllm.plugins.module_utils.host import root_fs
 from ansible_collections.gpufleet.vllm.plugins.module_utils.startup import store
 
 PACK_PREFIX = "gpufleet-prewarm-"

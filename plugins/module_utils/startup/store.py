@@ -23,7 +23,7 @@ import os
 import re
 import time
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import root_fs
+from ansible_collections.gpufleet.vllm.plugins.module_utils.host import root_fs
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
 from ansible_collections.gpufleet.vllm.plugins.module_utils.startup import boot_log, report
 

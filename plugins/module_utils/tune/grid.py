@@ -30,7 +30,7 @@ __metaclass__ = type
 import itertools
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils import cli_flags
-from ansible_collections.gpufleet.vllm.plugins.module_utils import vllm_args
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import vllm_args
 from ansible_collections.gpufleet.vllm.plugins.module_utils.tune.errors import TuneError
 
 FLAG_KNOBS = {"max_num_batched_tokens": "--max-num-batched-tokens", "max_num_seqs": "--max-num-seqs"}

@@ -15,7 +15,7 @@ from __future__ import absolute_import, annotations, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
-from ansible_collections.gpufleet.vllm.plugins.module_utils.systemd_unit import SystemdQuoteError
+from ansible_collections.gpufleet.vllm.plugins.module_utils.units.systemd_unit import SystemdQuoteError
 from ansible_collections.gpufleet.vllm.plugins.module_utils.units import writer
 
 KIND_SETTINGS = {

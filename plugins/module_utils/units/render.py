@@ -16,7 +16,7 @@ import re
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils import cli_flags
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
-from ansible_collections.gpufleet.vllm.plugins.module_utils.systemd_unit import SystemdQuoteError
+from ansible_collections.gpufleet.vllm.plugins.module_utils.units.systemd_unit import SystemdQuoteError
 from ansible_collections.gpufleet.vllm.plugins.module_utils.units import writer
 
 SETTINGS = (

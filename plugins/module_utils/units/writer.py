@@ -18,7 +18,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
-from ansible_collections.gpufleet.vllm.plugins.module_utils.systemd_unit import quote_environment, quote_exec_argv
+from ansible_collections.gpufleet.vllm.plugins.module_utils.units.systemd_unit import quote_environment, quote_exec_argv
 
 # The slot of a profile where the kind's ReadWritePaths= goes.
 READ_WRITE_PATHS = "ReadWritePaths"

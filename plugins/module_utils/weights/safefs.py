@@ -20,8 +20,8 @@ import errno
 import os
 import stat
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import root_fs
-from ansible_collections.gpufleet.vllm.plugins.module_utils.root_fs import lstat_at  # noqa: F401 (re-exported)
+from ansible_collections.gpufleet.vllm.plugins.module_utils.host import root_fs
+from ansible_collections.gpufleet.vllm.plugins.module_utils.host.root_fs import lstat_at  # noqa: F401 (re-exported)
 from ansible_collections.gpufleet.vllm.plugins.module_utils.weights.errors import WeightsError
 
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)

@@ -10,7 +10,7 @@ Run by the gpufleet.vllm.vllm_units module with the venv's own Python on each st
 1. `systemd-analyze verify` on a copy named like the real unit (it needs the .service suffix);
    any error, or any warning about the unit file itself, fails the check.
 2. With --parser: the unit's own ExecStart= is read back the way systemd splits it
-   (the collection's systemd_unit.py, installed under this file's directory), the words from the venv's `vllm` on
+   (the collection's units/systemd_unit.py, installed under this file's directory), the words from the venv's `vllm` on
    ("vllm", "serve", MODEL, ...; a numactl prefix is skipped) are parsed by the installed
    vLLM's own `vllm serve` parser (VLLM_TARGET_DEVICE=cpu, so no GPU is needed), then
    `validate_parsed_serve_args` and `AsyncEngineArgs.from_cli_args`, like `vllm serve` does
@@ -122,7 +122,7 @@ def exec_argv(path):
     """The unit's ExecStart= as the argv systemd passes, from the venv's vllm on: ["vllm", "serve", ...]."""
     # The collection's own systemd word splitter, installed under this file's directory by the role.
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from ansible_collections.gpufleet.vllm.plugins.module_utils.systemd_unit import SystemdQuoteError, parse_exec_line
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.units.systemd_unit import SystemdQuoteError, parse_exec_line
 
     with open(path, encoding="utf-8") as handle:
         lines = [line[len("ExecStart="):] for line in handle.read().splitlines() if line.startswith("ExecStart=")]

@@ -11,7 +11,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.vllm.plugins.filter.systemd_quote import FilterModule, systemd_quote
-from ansible_collections.gpufleet.vllm.plugins.module_utils.systemd_unit import parse_environment, parse_exec_line
+from ansible_collections.gpufleet.vllm.plugins.module_utils.units.systemd_unit import parse_environment, parse_exec_line
 
 
 def test_filter_is_registered():

@@ -17,7 +17,9 @@ import argparse
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import cli_flags, passthrough_flags, vllm_args
+from ansible_collections.gpufleet.vllm.plugins.module_utils import cli_flags
+
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import passthrough_flags, vllm_args
 from ansible_collections.gpufleet.vllm.plugins.module_utils.bench import targets
 from ansible_collections.gpufleet.vllm.plugins.module_utils.router import workers
 from ansible_collections.gpufleet.vllm.plugins.module_utils.tune import grid

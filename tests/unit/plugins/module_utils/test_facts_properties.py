@@ -16,16 +16,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
-from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_facts_assembly import check_expected, validate_expected
-from ansible_collections.gpufleet.vllm.plugins.module_utils.mig import MigPlanError, decide_actions
-from ansible_collections.gpufleet.vllm.plugins.module_utils.nvidia_smi import (
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.gpu_facts_assembly import check_expected, validate_expected
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.mig import MigPlanError, decide_actions
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.nvidia_smi import (
     NvidiaSmiParseError,
     parse_nvlink_remote,
     parse_nvlink_status,
     parse_query_xml,
     parse_topology,
 )
-from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_facts_assembly import facts_from_smi
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.gpu_facts_assembly import facts_from_smi
 
 FIX = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures")
 PROPS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -16,13 +16,13 @@ __metaclass__ = type
 
 import os
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import nvml as N
-from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_facts_assembly import (
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu import nvml as N
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.gpu_facts_assembly import (
     check_expected,
     facts_from_nvml,
     facts_from_smi,
 )
-from ansible_collections.gpufleet.vllm.plugins.module_utils.nvidia_smi import parse_topology
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.nvidia_smi import parse_topology
 from ansible_collections.gpufleet.vllm.tests.fakes.fake_nvml.loader import fake
 
 FIX = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures")

@@ -19,8 +19,8 @@ import re
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import kv_capacity as kv
-from ansible_collections.gpufleet.vllm.plugins.module_utils.model_config import parse_config
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import kv_capacity as kv
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.model_config import parse_config
 
 HERE = os.path.dirname(__file__)
 FIXTURES = os.path.join(HERE, "..", "..", "..", "fixtures")
@@ -132,7 +132,7 @@ UTIL_TOLERANCE = 0.01
 
 @pytest.mark.parametrize("case", ESTIMATES, ids=[c["id"] for c in ESTIMATES])
 def test_utilization_estimate_within_tolerance(case):
-    from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build_plan
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.planner import build_plan
 
     with open(os.path.join(FIXTURES, "gpu-acceptance", "gpu_facts.json")) as fh:
         facts = json.load(fh)["nvml"]

@@ -18,10 +18,10 @@ import re
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import gpu_families as F
-from ansible_collections.gpufleet.vllm.plugins.module_utils import hardware_profiles as hp
-from ansible_collections.gpufleet.vllm.plugins.module_utils import kv_capacity as kv
-from ansible_collections.gpufleet.vllm.plugins.module_utils import nvml
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu import gpu_families as F
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu import hardware_profiles as hp
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import kv_capacity as kv
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu import nvml
 from ansible_collections.gpufleet.vllm.plugins.modules import vllm_plan
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))

@@ -16,8 +16,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import gpu_gather as G
-from ansible_collections.gpufleet.vllm.plugins.module_utils.nvml import NvmlFatalError
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu import gpu_gather as G
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.nvml import NvmlFatalError
 from ansible_collections.gpufleet.vllm.tests.fakes.fake_nvml.loader import FIXTURES, fake
 
 SMI = "/usr/bin/nvidia-smi"

@@ -11,7 +11,7 @@ import copy
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import group_check as gc
+from ansible_collections.gpufleet.vllm.plugins.module_utils.cluster import group_check as gc
 
 HOSTS = ["gpu-a", "gpu-b"]
 

@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import group_probe as gp
+from ansible_collections.gpufleet.vllm.plugins.module_utils.cluster import group_probe as gp
 
 
 def _touch(path, size=0):

@@ -13,7 +13,7 @@ import stat
 import pytest
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
-from ansible_collections.gpufleet.vllm.plugins.module_utils import host_layout as layout
+from ansible_collections.gpufleet.vllm.plugins.module_utils.host import host_layout as layout
 
 UID, GID = os.getuid(), os.getgid()
 

@@ -16,8 +16,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import kv_capacity as kv
-from ansible_collections.gpufleet.vllm.plugins.module_utils.model_config import parse_config
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import kv_capacity as kv
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.model_config import parse_config
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "model-configs")
 GIB = 1024 ** 3

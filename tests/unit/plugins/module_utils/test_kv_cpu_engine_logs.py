@@ -19,9 +19,9 @@ import re
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import kv_capacity as kv
-from ansible_collections.gpufleet.vllm.plugins.module_utils.model_config import parse_config
-from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build_plan
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import kv_capacity as kv
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.model_config import parse_config
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.planner import build_plan
 
 HERE = os.path.dirname(__file__)
 LOGS = os.path.join(HERE, "..", "..", "..", "fixtures", "vllm-logs", "cpu-engine")

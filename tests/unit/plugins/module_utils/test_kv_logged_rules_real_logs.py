@@ -28,7 +28,7 @@ from fractions import Fraction
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import kv_capacity as kv
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import kv_capacity as kv
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "vllm-logs", "kv-lines.json")
 

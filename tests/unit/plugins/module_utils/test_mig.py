@@ -8,7 +8,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils.mig import MigPlanError, after_apply, decide_actions, diff
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.mig import MigPlanError, after_apply, decide_actions, diff
 
 
 def gpu(index, current, pending, processes=None, name="NVIDIA A100-SXM4-80GB"):

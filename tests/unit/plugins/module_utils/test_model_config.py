@@ -11,7 +11,7 @@ import struct
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import model_config as mc
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import model_config as mc
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "model-configs")
 

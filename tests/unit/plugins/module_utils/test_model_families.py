@@ -15,9 +15,9 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import model_families as fam
-from ansible_collections.gpufleet.vllm.plugins.module_utils.hardware_profiles import PROFILES, hardware_profile, cuda_total
-from ansible_collections.gpufleet.vllm.plugins.module_utils.placement import PlacementError
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import model_families as fam
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.hardware_profiles import PROFILES, hardware_profile, cuda_total
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.placement import PlacementError
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "model-configs")
 GIB = 1024 ** 3

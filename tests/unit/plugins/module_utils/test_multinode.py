@@ -14,8 +14,8 @@ import re
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import multinode as mn
-from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build_plan
+from ansible_collections.gpufleet.vllm.plugins.module_utils.cluster import multinode as mn
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.planner import build_plan
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "model-configs")
 H200 = {"count": 8, "name": "NVIDIA H200", "memory_total_bytes": 150109880320, "compute_capability": "9.0",

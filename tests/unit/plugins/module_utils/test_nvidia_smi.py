@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils.nvidia_smi import (
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.nvidia_smi import (
     NvidiaSmiParseError,
     classify_error,
     parse_compute_cap_csv,

@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils.nvidia_smi import (
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.nvidia_smi import (
     NvidiaSmiParseError,
     parse_query_xml,
     parse_topology,
@@ -131,7 +131,7 @@ def test_query_xml_entities_never_expanded():
 
 
 def test_nvlink_status_real_h200():
-    from ansible_collections.gpufleet.vllm.plugins.module_utils.nvidia_smi import parse_nvlink_status
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.nvidia_smi import parse_nvlink_status
     status = parse_nvlink_status(read("h200x2", "smi_nvlink_s.txt"))
     assert sorted(status) == [0, 1]
     assert [l["link"] for l in status[0]] == list(range(18))
@@ -139,7 +139,7 @@ def test_nvlink_status_real_h200():
 
 
 def test_nvlink_status_real_v100_inactive_links():
-    from ansible_collections.gpufleet.vllm.plugins.module_utils.nvidia_smi import parse_nvlink_status
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.nvidia_smi import parse_nvlink_status
     status = parse_nvlink_status(read("nvidia-smi", "nvlink", "v100_status_azhpc-diagnostics-73.txt"))
     assert list(status) == [3]
     assert [l["link"] for l in status[3] if not l["active"]] == [3, 5]
@@ -147,8 +147,8 @@ def test_nvlink_status_real_v100_inactive_links():
 
 
 def test_nvlink_remote_real_a100_and_remote_kinds():
-    from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_facts_assembly import smi_nvlinks
-    from ansible_collections.gpufleet.vllm.plugins.module_utils.nvidia_smi import (
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.gpu_facts_assembly import smi_nvlinks
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.nvidia_smi import (
         parse_nvlink_remote,
         parse_nvlink_status,
     )

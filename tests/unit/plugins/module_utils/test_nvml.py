@@ -12,13 +12,13 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import nvml as N
-from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_facts_assembly import (
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu import nvml as N
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.gpu_facts_assembly import (
     compare_backends,
     facts_from_nvml,
     facts_from_smi,
 )
-from ansible_collections.gpufleet.vllm.plugins.module_utils.nvidia_smi import (
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.nvidia_smi import (
     parse_compute_cap_csv,
     parse_query_xml,
     parse_topology,
@@ -259,7 +259,7 @@ def test_fake_is_a_test_double_only():
 
 
 # --- gpu_preflight comparison (acceptance 5: every mismatch listed) ---------------------------------
-from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_facts_assembly import check_expected  # noqa: E402
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.gpu_facts_assembly import check_expected  # noqa: E402
 
 
 def test_expected_matches_h200():
@@ -299,7 +299,7 @@ def test_expected_nvlink_required_on_pcie():
 
 
 def test_expected_count_on_a_host_without_gpu():
-    from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_facts_assembly import empty_facts
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.gpu_facts_assembly import empty_facts
     facts = empty_facts("none", "nvidia-smi not found in PATH")
     assert check_expected(facts, {}) == []
     assert check_expected(facts, {"count": 2}) == ["GPU count: expected 2, found 0 (nvidia-smi not found in PATH)"]

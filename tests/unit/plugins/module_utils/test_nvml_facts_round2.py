@@ -10,8 +10,8 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import nvml as N
-from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_facts_assembly import check_expected, facts_from_nvml
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu import nvml as N
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.gpu_facts_assembly import check_expected, facts_from_nvml
 from ansible_collections.gpufleet.vllm.tests.fakes.fake_nvml.loader import fake
 
 

@@ -13,9 +13,9 @@ import json
 import math
 import os
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import gpu_families as F
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu import gpu_families as F
 from ansible_collections.gpufleet.vllm.plugins.module_utils import releases as R
-from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build_plan
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.planner import build_plan
 
 GIB = 1024 ** 3
 CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "model-configs", "Qwen__Qwen3-8B.config.json")

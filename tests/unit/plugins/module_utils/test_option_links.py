@@ -16,9 +16,11 @@ import ast
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import engine_memory, model_families, multinode
-from ansible_collections.gpufleet.vllm.plugins.module_utils import passthrough_flags, plan_inputs, planner
-from ansible_collections.gpufleet.vllm.plugins.module_utils import vllm_args as va
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import engine_memory, model_families
+
+from ansible_collections.gpufleet.vllm.plugins.module_utils.cluster import multinode
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import passthrough_flags, plan_inputs, planner
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import vllm_args as va
 from ansible_collections.gpufleet.vllm.plugins.modules import vllm_plan
 
 CORE = (plan_inputs, planner, model_families, passthrough_flags, engine_memory, va, multinode)

@@ -7,7 +7,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import placement as pl
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import placement as pl
 
 PROFILE = {"name": "GPU", "memory_total_bytes": 1, "compute_capability": "9.0"}
 

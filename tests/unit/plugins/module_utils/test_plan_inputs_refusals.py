@@ -10,7 +10,7 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
-from ansible_collections.gpufleet.vllm.plugins.module_utils.plan_inputs import refuse_silent_defaults, validate_options
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.plan_inputs import refuse_silent_defaults, validate_options
 
 
 @pytest.mark.parametrize("options, option, says", [

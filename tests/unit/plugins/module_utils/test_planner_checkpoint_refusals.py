@@ -19,7 +19,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build_plan
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.planner import build_plan
 
 CONFIG = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "model-configs", "Qwen__Qwen3-8B.config.json")
 H200 = {"count": 1, "name": "NVIDIA H200", "memory_total_bytes": 150754820096, "compute_capability": "9.0"}

@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import planner
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import planner
 from ansible_collections.gpufleet.vllm.plugins.module_utils import releases as R
 
 SOURCE = planner.__file__

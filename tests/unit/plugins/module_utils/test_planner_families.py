@@ -10,8 +10,8 @@ __metaclass__ = type
 import json
 import os
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import weight_estimate as we
-from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build_plan
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import weight_estimate as we
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.planner import build_plan
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "model-configs")
 GIB = 1024 ** 3

@@ -21,8 +21,8 @@ import re
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import engine_memory as em
-from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build_plan
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import engine_memory as em
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.planner import build_plan
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures")
 ACC = os.path.join(FIXTURES, "gpu-acceptance")
@@ -207,7 +207,7 @@ def test_oom_check_counts_the_graphs_captured_after_the_kv_cache(run):
     """vLLM's own "--kv-cache-memory=N ... to fit into requested memory" (each graphs log) is requested - weights -
     activation - non-torch - CAPTURED graphs - 150 MiB: so the whole GPU holds at most CUDA total - (requested - N -
     150 MiB) of KV. 64 MiB more is refused; 1 GiB less is planned."""
-    from ansible_collections.gpufleet.vllm.plugins.module_utils import hardware_profiles as hp
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu import hardware_profiles as hp
 
     folder, case_id, table, runner, with_index = run
     log = _read(ACC, folder, case_id + ".engine.log")

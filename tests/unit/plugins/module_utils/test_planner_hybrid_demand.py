@@ -20,7 +20,7 @@ import re
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build_plan
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.planner import build_plan
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures")
 ACC = os.path.join(FIXTURES, "gpu-acceptance")

@@ -15,8 +15,8 @@ import re
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import hardware_profiles as hp
-from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build_plan
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu import hardware_profiles as hp
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.planner import build_plan
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures")
 ACC = os.path.join(FIXTURES, "gpu-acceptance")
@@ -103,8 +103,8 @@ ALL_CASES = _json(ACC, "results.json")["cases"]
 @pytest.mark.parametrize("case", ALL_CASES, ids=[c["id"] for c in ALL_CASES])
 def test_runner_table_matches_the_engines_own_choice(case):
     """vLLM 0.26.0 logs "Using V2 Model Runner" for the dense cases only (MoE and hybrid stay on V1)."""
-    from ansible_collections.gpufleet.vllm.plugins.module_utils import engine_memory as em
-    from ansible_collections.gpufleet.vllm.plugins.module_utils.model_config import parse_config
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import engine_memory as em
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.model_config import parse_config
 
     cfg = parse_config(_json(FIXTURES, "model-configs", case["model"] + ".config.json"))
     spec = "mtp" if "--speculative-config" in case["argv"] else None
@@ -114,8 +114,8 @@ def test_runner_table_matches_the_engines_own_choice(case):
 
 
 def test_runner_override_and_releases():
-    from ansible_collections.gpufleet.vllm.plugins.module_utils import engine_memory as em
-    from ansible_collections.gpufleet.vllm.plugins.module_utils.model_config import parse_config
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import engine_memory as em
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.model_config import parse_config
 
     moe = parse_config(_json(FIXTURES, "model-configs", "Qwen__Qwen3-30B-A3B.config.json"))
     assert em.model_runner(moe, "0.26.0")[0] == "v1"

@@ -16,9 +16,9 @@ __metaclass__ = type
 import json
 import os
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import nvml as N
-from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_facts_assembly import facts_from_nvml
-from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build_plan
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu import nvml as N
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.gpu_facts_assembly import facts_from_nvml
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.planner import build_plan
 from ansible_collections.gpufleet.vllm.tests.fakes.fake_nvml.loader import fake
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures")

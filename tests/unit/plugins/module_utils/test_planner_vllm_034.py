@@ -16,10 +16,10 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import kv_capacity as kv
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import kv_capacity as kv
 from ansible_collections.gpufleet.vllm.plugins.module_utils import releases as R
-from ansible_collections.gpufleet.vllm.plugins.module_utils import vllm_args as va
-from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build_plan
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import vllm_args as va
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.planner import build_plan
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures")
 V034 = os.path.join(FIXTURES, "vllm-0.34.0")
@@ -125,7 +125,7 @@ def test_extensible_kv_cache_on_by_default_from_034_and_its_off_switches(version
 
 
 def hp_total():
-    from ansible_collections.gpufleet.vllm.plugins.module_utils import hardware_profiles as hp
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu import hardware_profiles as hp
     return hp.cuda_total(FACTS["gpus"][0]["name"], FACTS["gpus"][0]["memory_total_bytes"])
 
 

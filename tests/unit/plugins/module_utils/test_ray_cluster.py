@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import ray_cluster as rc
+from ansible_collections.gpufleet.vllm.plugins.module_utils.cluster import ray_cluster as rc
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "ray")
 

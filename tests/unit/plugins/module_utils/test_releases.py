@@ -21,9 +21,9 @@ import pytest
 import yaml
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils import releases as R
-from ansible_collections.gpufleet.vllm.plugins.module_utils import engine_memory as em
-from ansible_collections.gpufleet.vllm.plugins.module_utils import kv_capacity as kv
-from ansible_collections.gpufleet.vllm.plugins.module_utils import vllm_args as va
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import engine_memory as em
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import kv_capacity as kv
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import vllm_args as va
 from ansible_collections.gpufleet.vllm.plugins.modules import vllm_plan
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))

@@ -16,8 +16,8 @@ import tarfile
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import host_layout as layout
-from ansible_collections.gpufleet.vllm.plugins.module_utils import root_fs
+from ansible_collections.gpufleet.vllm.plugins.module_utils.host import host_layout as layout
+from ansible_collections.gpufleet.vllm.plugins.module_utils.host import root_fs
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
 from ansible_collections.gpufleet.vllm.plugins.module_utils.startup import prewarm
 

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils.systemd_unit import (
+from ansible_collections.gpufleet.vllm.plugins.module_utils.units.systemd_unit import (
     SystemdQuoteError,
     parse_environment,
     parse_exec_line,

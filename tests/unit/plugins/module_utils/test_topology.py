@@ -8,7 +8,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils.topology import (
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.topology import (
     format_cpu_list,
     nvlink_islands,
     nvlink_label,

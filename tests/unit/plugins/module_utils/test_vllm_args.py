@@ -7,7 +7,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import vllm_args as va
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import vllm_args as va
 
 
 @pytest.mark.parametrize("args,code,level", [

@@ -15,7 +15,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import weight_estimate as we
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import weight_estimate as we
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "model-configs")
 

@@ -13,8 +13,8 @@ import pytest
 
 from ansible.module_utils import basic
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import gpu_gather
-from ansible_collections.gpufleet.vllm.plugins.module_utils.nvml import NvmlFatalError
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu import gpu_gather
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.nvml import NvmlFatalError
 from ansible_collections.gpufleet.vllm.tests.unit.plugins.modules.module_harness import Exit, Fail, patch_exits, patch_module_args
 from ansible_collections.gpufleet.vllm.plugins.modules import gpu_facts
 from ansible_collections.gpufleet.vllm.tests.fakes.fake_nvml.loader import FIXTURES, fake

@@ -12,7 +12,7 @@ __metaclass__ = type
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import gpu_gather
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu import gpu_gather
 from ansible_collections.gpufleet.vllm.plugins.modules import gpu_facts, nvidia_mig
 from ansible_collections.gpufleet.vllm.tests.fakes.fake_nvml.loader import fake
 from ansible_collections.gpufleet.vllm.tests.unit.plugins.modules.module_harness import run_module

@@ -154,7 +154,7 @@ def _raiser(lib, kind):
 
 def test_a_missing_nvml_library_is_not_told_to_use_an_option_the_module_lacks(monkeypatch):
     """Issue 27 LOW: the hint said "use backend=nvidia-smi", an option of gpu_facts, not of nvidia_mig."""
-    from ansible_collections.gpufleet.vllm.plugins.module_utils.nvml import NvmlFatalError
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.nvml import NvmlFatalError
 
     def missing():
         raise NvmlFatalError("library_missing", "No module named 'pynvml'")

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import group_probe
+from ansible_collections.gpufleet.vllm.plugins.module_utils.cluster import group_probe
 from ansible_collections.gpufleet.vllm.plugins.modules import vllm_group_probe
 from ansible_collections.gpufleet.vllm.tests.unit.plugins.module_utils.test_group_probe import free_port
 from ansible_collections.gpufleet.vllm.tests.unit.plugins.modules.module_harness import run_module

@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils.planner import build_plan
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.planner import build_plan
 from ansible_collections.gpufleet.vllm.plugins.modules import vllm_plan
 from ansible_collections.gpufleet.vllm.tests.unit.plugins.modules.module_harness import run_module as harness_run_module
 

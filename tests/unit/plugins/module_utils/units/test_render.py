@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils.systemd_unit import parse_exec_line
+from ansible_collections.gpufleet.vllm.plugins.module_utils.units.systemd_unit import parse_exec_line
 from ansible_collections.gpufleet.vllm.plugins.module_utils.units.render import UnitRenderError, render_unit
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "fixtures", "units")

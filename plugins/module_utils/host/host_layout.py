@@ -18,7 +18,7 @@ __metaclass__ = type
 import os
 import stat
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import root_fs
+from ansible_collections.gpufleet.vllm.plugins.module_utils.host import root_fs
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
 
 

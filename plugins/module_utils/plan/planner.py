@@ -12,17 +12,17 @@ import shlex
 import re
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils import cli_flags
-from ansible_collections.gpufleet.vllm.plugins.module_utils import engine_memory as em
-from ansible_collections.gpufleet.vllm.plugins.module_utils import gpu_families as F
-from ansible_collections.gpufleet.vllm.plugins.module_utils import hardware_profiles as hp
-from ansible_collections.gpufleet.vllm.plugins.module_utils import kv_capacity as kv
-from ansible_collections.gpufleet.vllm.plugins.module_utils import model_families as fam
-from ansible_collections.gpufleet.vllm.plugins.module_utils import multinode as mn
-from ansible_collections.gpufleet.vllm.plugins.module_utils import passthrough_flags as ptf
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import engine_memory as em
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu import gpu_families as F
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu import hardware_profiles as hp
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import kv_capacity as kv
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import model_families as fam
+from ansible_collections.gpufleet.vllm.plugins.module_utils.cluster import multinode as mn
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import passthrough_flags as ptf
 from ansible_collections.gpufleet.vllm.plugins.module_utils import releases as R
-from ansible_collections.gpufleet.vllm.plugins.module_utils import vllm_args as va
-from ansible_collections.gpufleet.vllm.plugins.module_utils.model_config import model_family, parse_config
-from ansible_collections.gpufleet.vllm.plugins.module_utils.placement import normalize_gpus, place
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import vllm_args as va
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.model_config import model_family, parse_config
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.placement import normalize_gpus, place
 
 GIB = kv.GIB
 

@@ -20,9 +20,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils import releases as R
-from ansible_collections.gpufleet.vllm.plugins.module_utils import weight_estimate as we
-from ansible_collections.gpufleet.vllm.plugins.module_utils.hardware_profiles import ProfileError, hardware_profile
-from ansible_collections.gpufleet.vllm.plugins.module_utils.placement import PlacementError
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import weight_estimate as we
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.hardware_profiles import ProfileError, hardware_profile
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.placement import PlacementError
 
 
 def _finding(level, code, message, fix):

@@ -19,7 +19,7 @@ __metaclass__ = type
 import ctypes
 import time
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import gpu_families as F
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu import gpu_families as F
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
 
 NVSWITCH_PCI_BUS_ID = "FFFFFFFF:FF:FF.0"

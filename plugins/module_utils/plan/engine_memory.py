@@ -44,7 +44,7 @@ import math
 import re
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
-from ansible_collections.gpufleet.vllm.plugins.module_utils import kv_capacity as kv
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import kv_capacity as kv
 from ansible_collections.gpufleet.vllm.plugins.module_utils import releases as R
 
 GIB = kv.GIB

@@ -16,7 +16,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import gpu_families as F
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu import gpu_families as F
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
 
 # The products and their CUDA gaps: the one table of GPUs (gpu_families.py, read at call time).

@@ -58,7 +58,7 @@ __metaclass__ = type
 
 from collections import namedtuple
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import gpu_families as F
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu import gpu_families as F
 from ansible_collections.gpufleet.vllm.plugins.module_utils import releases as R
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
 from ansible_collections.gpufleet.vllm.plugins.module_utils.releases import (  # noqa: F401 (kv.V_* read by tests)

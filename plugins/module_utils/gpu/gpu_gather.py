@@ -21,7 +21,7 @@ import os
 import time
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
-from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_facts_assembly import (
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.gpu_facts_assembly import (
     check_expected,
     empty_facts,
     facts_from_nvml,
@@ -29,7 +29,7 @@ from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_facts_assembly i
     smi_nvlinks,
     validate_expected,
 )
-from ansible_collections.gpufleet.vllm.plugins.module_utils.nvidia_smi import (
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.nvidia_smi import (
     classify_error,
     parse_compute_cap_csv,
     parse_nvlink_remote,
@@ -37,7 +37,7 @@ from ansible_collections.gpufleet.vllm.plugins.module_utils.nvidia_smi import (
     parse_query_xml,
     parse_topology,
 )
-from ansible_collections.gpufleet.vllm.plugins.module_utils.nvml import (
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.nvml import (
     FATAL_HINTS,
     Nvml,
     NvmlFatalError,

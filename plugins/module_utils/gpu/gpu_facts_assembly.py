@@ -14,9 +14,9 @@ __metaclass__ = type
 import re
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
-from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu_families import mig_capable
-from ansible_collections.gpufleet.vllm.plugins.module_utils.nvml import canonical_pci_bus_id
-from ansible_collections.gpufleet.vllm.plugins.module_utils.topology import (
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.gpu_families import mig_capable
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.nvml import canonical_pci_bus_id
+from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.topology import (
     format_cpu_list,
     matrix_from_nvml,
     numa_groups,
