@@ -56,3 +56,23 @@ sync_collection() {
     --exclude '/tests/output/' --exclude '/.ansible/' --exclude '__pycache__/' --exclude '/.whl/' \
     "$ROOT/" "$AT_ROOT/"
 }
+
+# The test suite's deadline (scripts/test.sh): suite_deadline BUDGET_SECONDS START_EPOCH sets it; bounded FLOOR CMD...
+# runs CMD until the deadline (exit 124 when stopped there, its process group killed 30 s after a TERM) or exits 125
+# at once when fewer than FLOOR seconds are left; verdict RC says how the summary names an exit code.
+suite_deadline() { SUITE_BUDGET="$1"; SUITE_DEADLINE=$(( $2 + $1 )); }
+seconds_left() { echo $(( SUITE_DEADLINE - $(date +%s) )); }
+bounded() {
+  local floor="$1" left; shift
+  left=$(seconds_left)
+  [ "$left" -ge "$floor" ] || return 125
+  timeout --kill-after=30 "$left" "$@"
+}
+verdict() {
+  case "$1" in
+    0) echo ok ;;
+    124|137) echo "TIMED OUT (stopped at the suite's deadline, GPUFLEET_SUITE_BUDGET=$SUITE_BUDGET s)" ;;
+    125) echo "NOT RUN (too little of the suite's $SUITE_BUDGET s left)" ;;
+    *) echo "FAILED (exit $1)" ;;
+  esac
+}
