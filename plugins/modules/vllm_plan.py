@@ -167,6 +167,13 @@ options:
         C(--kv-transfer-config) OffloadingConnector JSON before it and wherever O(cpu_offload_eviction_policy) or
         O(cpu_offload_prompt_only) is set.
     type: int
+  host_memory_bytes:
+    description:
+      - The host's memory (its C(MemTotal)), for the offload tier's pinned memory of every instance on the host
+        (about 1.9 x O(cpu_offload_bytes) each) - above 90 % of it the plan fails naming the largest offload that
+        fits, above 70 % it warns. The vllm role passes the host's C(ansible_facts.memtotal_mb).
+      - Unset - not checked.
+    type: int
   cpu_offload_eviction_policy:
     description:
       - The OffloadingConnector's C(eviction_policy) for the CPU tier (vLLM 0.26.0 and 0.33.0 build in C(lru) and C(arc)).
@@ -396,6 +403,7 @@ ARGUMENT_SPEC = dict(
     speculative_config=dict(type="dict"),
     language_model_only=dict(type="bool", default=False),
     cpu_offload_bytes=dict(type="int"),
+    host_memory_bytes=dict(type="int"),
     cpu_offload_eviction_policy=dict(type="str", choices=["lru", "arc"], default="lru"),
     cpu_offload_prompt_only=dict(type="bool"),
     # Checked by plan_inputs (ansible-core's sub-option check crashes on a list such as [null]).

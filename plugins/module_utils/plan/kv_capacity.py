@@ -452,10 +452,20 @@ def pool_tokens_for(cap, prompt_tokens):
     return int(cap["num_blocks"] * int(prompt_tokens) // per_request)
 
 
+# Host memory an offload tier pins per byte of ``cpu_bytes_to_use``, as real reports show it (about 1.9x: the
+# connector's CPU tensors plus their shared-memory staging); the one place the planner's host-memory figures use.
+PINNED_HOST_FACTOR = 1.9
+
+
+def pinned_host_bytes(cpu_offload_bytes):
+    """The host memory one instance's offload tier pins (estimate, PINNED_HOST_FACTOR)."""
+    return int(cpu_offload_bytes * PINNED_HOST_FACTOR)
+
+
 def offload_needs(kv_bytes_per_token_rank, tp_pp_ranks, gpu_tokens, max_model_len, concurrency):
     """CPU-offload bytes (all ranks together, vLLM's ``cpu_bytes_to_use``) to hold what the GPU pool cannot,
-    and the pinned host memory real reports show (~1.9x)."""
+    and the pinned host memory real reports show (PINNED_HOST_FACTOR)."""
     want = max_model_len * max(1, concurrency)
     missing = max(0, want - gpu_tokens)
     cpu_bytes = missing * kv_bytes_per_token_rank * tp_pp_ranks
-    return {"tokens_beyond_gpu": missing, "cpu_bytes_to_use": cpu_bytes, "pinned_bytes_estimate": int(cpu_bytes * 1.9)}
+    return {"tokens_beyond_gpu": missing, "cpu_bytes_to_use": cpu_bytes, "pinned_bytes_estimate": pinned_host_bytes(cpu_bytes)}

@@ -20,6 +20,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils import releases as R
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import kv_capacity as kv
 from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import weight_estimate as we
 from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.hardware_profiles import ProfileError, hardware_profile
 from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.placement import PlacementError
@@ -206,13 +207,43 @@ def offload_findings(cfg, p, instances_on_host):
                             "CPU KV offload on a hybrid (linear-attention) model with prefix caching off: vLLM rejects it",
                             "set enable_prefix_caching: true, or drop cpu_offload_bytes"))
     if instances_on_host > 1:
-        pinned = int(off * 1.9) * instances_on_host
+        pinned = kv.pinned_host_bytes(off) * instances_on_host
         out.append(_finding("info", "offload_host_memory_all_instances",
                             "%d instances on this host each pin about %.1f GiB: %.1f GiB of host memory in all"
-                            % (instances_on_host, off * 1.9 / 1024.0 ** 3, pinned / 1024.0 ** 3),
+                            % (instances_on_host, kv.pinned_host_bytes(off) / 1024.0 ** 3, pinned / 1024.0 ** 3),
                             "size /dev/shm and memlock (host_tuning_kv_offload_bytes) for %d bytes of offload"
                             % (off * instances_on_host)))
-    return out
+    return out + host_memory_findings(off, max(1, instances_on_host), p.get("host_memory_bytes"))
+
+
+# Shares of the host's memory the offload tiers of all its instances may pin. Above the first the pinning fails or
+# the kernel's OOM killer picks a process; above the second the OS, the page cache the weights load through and the
+# engines' own processes (API server, engine core, one worker per GPU: several GiB each) are left too little.
+HOST_MEMORY_ERROR_SHARE = 0.9
+HOST_MEMORY_WARNING_SHARE = 0.7
+
+
+def host_memory_findings(offload_bytes, instances_on_host, host_memory_bytes):
+    """The pinned memory of every instance's offload tier against the host's memory (host_memory_bytes, the
+    host's MemTotal; nothing to say when it is unknown)."""
+    if not host_memory_bytes:
+        return []
+    gib = 1024.0 ** 3
+    pinned = kv.pinned_host_bytes(offload_bytes) * instances_on_host
+    share = float(pinned) / host_memory_bytes
+    if share <= HOST_MEMORY_WARNING_SHARE:
+        return []
+    level, code, limit = (("error", "offload_exceeds_host_memory", HOST_MEMORY_ERROR_SHARE)
+                          if share > HOST_MEMORY_ERROR_SHARE else
+                          ("warning", "offload_host_memory_tight", HOST_MEMORY_WARNING_SHARE))
+    fits = int(host_memory_bytes * limit / instances_on_host / kv.PINNED_HOST_FACTOR)
+    return [_finding(level, code,
+                     "KV offload would pin about %.1f GiB of host memory (%d instance(s) x %s x %.1f GiB of "
+                     "cpu_offload_bytes), %d %% of this host's %.1f GiB"
+                     % (pinned / gib, instances_on_host, kv.PINNED_HOST_FACTOR, offload_bytes / gib, round(share * 100),
+                        host_memory_bytes / gib),
+                     "lower cpu_offload_bytes to at most %d (%.1f GiB) per instance, or run fewer instances on the host"
+                     % (fits, fits / gib))]
 
 
 def merge_speculative_config(argv, fields):

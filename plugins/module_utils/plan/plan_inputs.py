@@ -107,6 +107,7 @@ def validate_options(p):
     o["block_size"] = as_int(o.get("block_size"), "block_size", minimum=1, maximum=1 << 20)
     o["num_speculative_tokens"] = as_int(o.get("num_speculative_tokens") or 0, "num_speculative_tokens", minimum=0, maximum=64)
     o["cpu_offload_bytes"] = as_int(o.get("cpu_offload_bytes"), "cpu_offload_bytes", minimum=0, maximum=_HUGE)
+    o["host_memory_bytes"] = as_int(o.get("host_memory_bytes"), "host_memory_bytes", minimum=1, maximum=_HUGE)
     o["expected_prompt_tokens"] = as_int(o.get("expected_prompt_tokens"), "expected_prompt_tokens", minimum=1, maximum=_HUGE)
     o["expected_concurrency"] = as_int(o.get("expected_concurrency"), "expected_concurrency", minimum=1, maximum=1 << 24)
     o["port_base"] = as_int(o.get("port_base", 8000), "port_base", minimum=1, maximum=65535, allow_none=False)

@@ -557,10 +557,12 @@ def _offload_and_demand(c, cap):
     c.findings += offload_option_findings(p)
     if off:
         kv_transfer = _offload_rendering(c, off)
-        host = {"cpu_offload_bytes": int(off), "pinned_bytes_estimate": int(off * 1.9),
-                "dev_shm_bytes": int(off * 1.9), "memlock_bytes": int(off * 1.9)}
+        pinned = kv.pinned_host_bytes(off)
+        host = {"cpu_offload_bytes": int(off), "pinned_bytes_estimate": pinned, "dev_shm_bytes": pinned,
+                "memlock_bytes": pinned}
         c.findings.append(_f("info", "offload_host_memory",
-                             "KV offload pins host memory: about %.1f GiB (1.9 x %.1f GiB) as shared memory" % (off * 1.9 / GIB, off / GIB),
+                             "KV offload pins host memory: about %.1f GiB (%s x %.1f GiB) as shared memory"
+                             % (pinned / GIB, kv.PINNED_HOST_FACTOR, off / GIB),
                              "size /dev/shm and the memlock limit for it (host_tuning role)"))
     prompt = p.get("expected_prompt_tokens")
     conc = p.get("expected_concurrency") or 1
