@@ -5,7 +5,6 @@
 running at the deadline is stopped with its children and reported TIMED OUT, one that would start with too little time
 left is NOT RUN, and the summary names both. CI stops the whole job at 5,400 s and then shows none of the summary (the
 stop before this test: "the project's CI did not finish within its 5400 s", and nothing said where it was)."""
-import os
 import pathlib
 import subprocess
 import time
@@ -16,13 +15,14 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 def _bash(script, timeout=60):
     start = time.monotonic()
     out = subprocess.run(["bash", "-c", "source scripts/lib.sh; set +e; " + script], cwd=str(ROOT),
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout)
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout,
+                         check=False)
     return out, time.monotonic() - start
 
 
 def test_a_step_inside_the_budget_keeps_its_own_exit_code():
-    out, _ = _bash('suite_deadline 60 "$(date +%s)"; bounded 5 sh -c "exit 3"; echo "rc=$?"')
-    assert out.stdout.strip().endswith("rc=3"), out.stdout
+    out, took = _bash('suite_deadline 60 "$(date +%s)"; bounded 5 sh -c "exit 3"; echo "rc=$?"')
+    assert out.stdout.strip().endswith("rc=3") and took < 10, out.stdout
 
 
 def test_a_step_running_at_the_deadline_is_stopped_with_its_children(tmp_path):
@@ -45,7 +45,7 @@ def test_a_step_with_too_little_time_left_is_not_started(tmp_path):
 
 
 def test_verdicts_name_each_outcome():
-    out, _ = _bash('suite_deadline 5000 0; for rc in 0 2 124 125 137; do verdict $rc; done')
+    out = _bash('suite_deadline 5000 0; for rc in 0 2 124 125 137; do verdict $rc; done')[0]
     assert out.stdout.splitlines() == [
         "ok", "FAILED (exit 2)",
         "TIMED OUT (stopped at the suite's deadline, GPUFLEET_SUITE_BUDGET=5000 s)",
