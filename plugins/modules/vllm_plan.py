@@ -321,6 +321,10 @@ instances:
     - With O(nodes) > 1 the one instance also has C(nodes), a list of C({node_rank, headless, argv}) - the command
       line of each host, rank 0 first; C(argv) is rank 0's. With O(distributed_executor_backend=ray) the entries
       above rank 0 have C(ray_worker=true) and an empty C(argv) (those hosts run a Ray worker only).
+    - Every instance is a record - C(name), C(model), C(served_model_name), C(host) (null - every address),
+      C(port), C(max_model_len), C(devices), C(environment) and C(argv) - read once from the argv the plan
+      rendered, with C(record_of), the digest of that argv. The unit writer, the router's worker list and the
+      benchmark read these fields; an entry whose argv is changed afterwards is read from its new argv.
   returned: success
   type: list
   elements: dict
@@ -332,8 +336,15 @@ instances:
       cpus: [0, 1, 2, 3]
       locality: numa
       port: 8000
+      model: /srv/models/Qwen3-14B
+      served_model_name: /srv/models/Qwen3-14B
+      host: 127.0.0.1
+      max_model_len: 32768
+      devices: "0"
+      environment: {}
       argv: [vllm, serve, /srv/models/Qwen3-14B, --host, 127.0.0.1, --port, "8000", --tensor-parallel-size, "1",
              --max-model-len, "32768", --kv-cache-memory-bytes, "6989963018", --enable-prefix-caching]
+      record_of: 3f1c2a9b7d10
 capacity:
   description:
     - The KV-cache figures vLLM will compute. C(kv_cache_tokens) and C(max_concurrency) are what vLLM logs

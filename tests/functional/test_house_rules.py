@@ -269,3 +269,25 @@ def test_phased_roles_tag_every_main_task_with_its_phases(role):
     assert len(phases) >= 2, phases
     unnamed = sorted(p for p in phases if p not in header)
     assert not unnamed, "%s: phase tags not described in the header comment of tasks/main.yml: %s" % (role, unnamed)
+
+
+# The consumers of a planned instance read its record (plan/instance.py); none reads the argv back (issue 42).
+INSTANCE_CONSUMERS = ("plugins/module_utils/units/render.py", "plugins/module_utils/router/workers.py",
+                      "plugins/module_utils/bench/targets.py")
+ARGV_READING = re.compile(r"\bcli_flags\b|[\"']--(port|host|served-model-name|max-model-len)[\"']")
+
+
+def argv_reads(text):
+    return [m.group(0) for m in ARGV_READING.finditer(text)]
+
+
+@pytest.mark.parametrize("path", INSTANCE_CONSUMERS)
+def test_instance_consumers_read_the_record_not_the_argv(path):
+    text = (ROOT / path).read_text()
+    assert "instance_record.record(" in text, path
+    assert argv_reads(text) == [], "%s parses an instance's argv; read plan/instance.py's record instead" % path
+
+
+def test_argv_read_detector_finds_a_planted_reader():
+    assert argv_reads('port = cli_flags.flag_value(argv, "--port")') == ["cli_flags", '"--port"']
+    assert argv_reads("rec['port']") == []

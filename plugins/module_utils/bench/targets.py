@@ -3,8 +3,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Where the benchmark sends its load: each planned instance's own port, and the front door (nginx),
 read from the rendered nginx.conf (its ``listen`` and ``proxy_read_timeout``), with the /metrics of
-the engines behind each. What the benchmark needs of an instance comes from its argv (as the plan
-rendered it): the served model name, the model folder (the tokenizer) and ``--max-model-len``.
+the engines behind each. What the benchmark needs of an instance comes from its record (plan/instance.py):
+the served model name, the model folder (the tokenizer), the port and ``max_model_len``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -15,32 +15,26 @@ import hashlib
 import json
 import re
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import cli_flags
 from ansible_collections.gpufleet.vllm.plugins.module_utils.bench import slo, workloads
 from ansible_collections.gpufleet.vllm.plugins.module_utils.bench.errors import BenchError
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import instance as instance_record
 
 _LISTEN = re.compile(r"^\s*listen\s+([^;]+);", re.M)
 _READ_TIMEOUT = re.compile(r"^\s*proxy_read_timeout\s+([^;]+);", re.M)
 
 
-def _flag(argv, name):
-    """The value argparse ends with for ``name`` in argv (the last one given), else None: cli_flags, the one reader."""
-    return cli_flags.flag_value(argv, name)
-
-
 def instance_facts(instance):
     """{name, port, model, tokenizer, max_model_len} of one planned instance (vllm_served_instances entry)."""
-    argv = [str(a) for a in instance.get("argv") or []]
-    if len(argv) < 3 or argv[1] != "serve":
+    rec = instance_record.record(instance)
+    if rec["model"] is None:
         raise BenchError("bench_instances entry %r has no `vllm serve <model> ...` argv: pass the vllm role's "
                          "vllm_served_instances (or the plan's instances)." % (instance.get("name"),))
-    port = instance.get("port") or _flag(argv, "--port") or 8000
-    length = _flag(argv, "--max-model-len")
-    if length is None or not str(length).isdigit():
-        raise BenchError("Instance %s has no numeric --max-model-len in its argv (%r): the benchmark derives its "
-                         "workloads from it; set it in the serving profile." % (instance.get("name"), length))
-    return dict(name=instance["name"], port=int(port), tokenizer=argv[2],
-                model=_flag(argv, "--served-model-name") or argv[2], max_model_len=int(length))
+    if rec["max_model_len"] is None or rec["max_model_len"] <= 0:
+        raise BenchError("Instance %s has no numeric --max-model-len in its argv: the benchmark derives its "
+                         "workloads from it; set it in the serving profile." % (instance.get("name"),))
+    port = instance_record.DEFAULT_PORT if rec["port"] is None else rec["port"]
+    return dict(name=instance["name"], port=int(port), tokenizer=rec["model"], model=rec["served_model_name"],
+                max_model_len=rec["max_model_len"])
 
 
 def front_door(conf_text):

@@ -13,6 +13,7 @@ import re
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils import cli_flags
 from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import engine_memory as em
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import instance as instance_record
 from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu import gpu_families as F
 from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu import hardware_profiles as hp
 from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import kv_capacity as kv
@@ -45,13 +46,9 @@ def default_overhead(cfg, tp, memory_total, text=None, eager=False, runner="v2",
 
 
 def _int_flag(extra_args, flag):
-    """The integer value of ``--flag N`` / ``--flag=N`` in extra_args, or None."""
-    args = [str(a) for a in extra_args or []]
-    for i, arg in enumerate(args):
-        value = arg.split("=", 1)[1] if arg.startswith(flag + "=") else (args[i + 1] if arg == flag and i + 1 < len(args) else None)
-        if value is not None and value.isdigit():
-            return int(value)
-    return None
+    """The integer value argparse ends with for ``flag`` in extra_args (the last one given), or None."""
+    value = cli_flags.flag_value([str(a) for a in extra_args or []], flag)
+    return int(value) if value is not None and str(value).isdigit() else None
 
 
 def _engine_gpu(c):
@@ -228,6 +225,7 @@ def build_plan(p, raw_config, model_path, weights_total=None, weights_source=Non
                                                  c.p.get("master_port") or mn.DEFAULT_MASTER_PORT,
                                                  backend=c.p.get("distributed_executor_backend") or "mp")
         instances[0]["argv"] = instances[0]["nodes"][0]["argv"]
+    instances = [instance_record.planned(inst) for inst in instances]
     cap["model"] = _model_summary(c.cfg, c.family)
     cap["platform"] = "cpu" if c.cpu else "cuda"
     result = {"instances": instances, "capacity": cap, "findings": c.findings}
@@ -520,7 +518,7 @@ def _instances(c, groups, argv_extras):
     """One instance per group: its GPUs (or the CPU fields), port and the rendered argv."""
     p, o = c.p, _render_options(c)
     instances = []
-    base_port = p.get("port_base") or 8000
+    base_port = p.get("port_base") or instance_record.DEFAULT_PORT
     for i, grp in enumerate(groups):
         port = base_port + i
         name = _instance_name(p.get("served_model_name"), i)

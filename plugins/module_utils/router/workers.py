@@ -22,8 +22,8 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import cli_flags
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import instance as instance_record
 
 POLICIES = ("random", "round_robin", "cache_aware", "kv_aware", "power_of_two", "consistent_hash",
             "sticky_least_loaded")
@@ -35,20 +35,9 @@ class RouterWorkersError(UserError, ValueError):
     """Bad input, with the variable to fix in the message."""
 
 
-def _flag(argv, name):
-    """The value argparse ends with for ``name`` in argv (the last one given), else None: cli_flags, the one reader."""
-    return cli_flags.flag_value(argv, name)
-
-
 def served_model_name(instance):
     """The name clients send as ``model`` (vLLM: the first --served-model-name, else the model tag)."""
-    argv = [str(a) for a in instance.get("argv") or []]
-    name = _flag(argv, "--served-model-name")
-    if name:
-        return name
-    if instance.get("served_model_name"):
-        return str(instance["served_model_name"])
-    return argv[2] if len(argv) > 2 else str(instance.get("name", ""))
+    return instance_record.record(instance)["served_model_name"]
 
 
 def _url_host(address):
@@ -57,13 +46,12 @@ def _url_host(address):
 
 def instance_url(instance, host, router_host, address=None):
     """The URL the router on ``router_host`` uses for ``instance`` of ``host``."""
-    argv = [str(a) for a in instance.get("argv") or []]
-    port = _flag(argv, "--port") or instance.get("port")
+    rec = instance_record.record(instance)
+    port = rec["port"]
     if port is None or not re.match(r"^[0-9]{1,5}\Z", str(port)) or not 1 <= int(port) <= 65535:
         raise RouterWorkersError("vllm_served_instances of %s: instance %r has no port 1-65535 (got %r)"
                                  % (host, instance.get("name"), port))
-    listen = _flag(argv, "--host")
-    listen = "0.0.0.0" if listen is None else listen
+    listen = instance_record.listen_address(rec)
     if host == router_host:
         connect = "127.0.0.1" if listen in _ANY or listen == "localhost" else listen
         if listen == "::":

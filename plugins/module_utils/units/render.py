@@ -14,8 +14,8 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import cli_flags
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import instance as instance_record
 from ansible_collections.gpufleet.vllm.plugins.module_utils.units.systemd_unit import SystemdQuoteError
 from ansible_collections.gpufleet.vllm.plugins.module_utils.units import writer
 
@@ -52,7 +52,7 @@ def exec_argv(instance, s):
     if to_bool(s["numa_binding"]) and re.match(r"[0-9]+\Z", str(numa)):  # null, -1, "unknown" never bind
         prefix = ["/usr/bin/numactl", "--cpunodebind=%s" % numa, "--membind=%s" % numa, "--"]
     drain = []
-    if int(s["shutdown_timeout"]) > 0 and not cli_flags.flag_values(argv, "--shutdown-timeout"):
+    if int(s["shutdown_timeout"]) > 0 and not instance_record.gives_flag(instance, "--shutdown-timeout"):
         drain = ["--shutdown-timeout", str(s["shutdown_timeout"])]
     return prefix + [s["venv"] + "/bin/vllm"] + [str(a) for a in argv[1:]] + drain
 
@@ -81,13 +81,13 @@ def environment(instance, s, member):
 
 
 def _unit_section(instance, s, member, headless):
-    argv = instance["argv"]
+    rec = instance_record.record(instance)
     name = writer.value(instance["name"], "instances.name")
-    served = writer.value(cli_flags.flag_value(argv, "--served-model-name", argv[2]), "instances.argv").replace("%", "%%")
-    listen = cli_flags.flag_value(argv, "--host", "0.0.0.0")
+    served = writer.value(rec["served_model_name"], "instances.argv").replace("%", "%%")
+    listen = instance_record.listen_address(rec)
     connect = "127.0.0.1" if listen in ("0.0.0.0", "", "localhost") else ("::1" if listen == "::" else listen)
     url_host = "[%s]" % connect if ":" in connect else connect
-    port = cli_flags.flag_value(argv, "--port", instance.get("port", 8000))
+    port = instance_record.DEFAULT_PORT if rec["port"] is None else rec["port"]
     what = ("headless member (node rank %s) of instance" % instance.get("node_rank") if headless
             else "OpenAI-compatible server, instance")
     after = ["network-online.target"] + ([] if s["platform"] == "cpu" else ["nvidia-persistenced.service"])
