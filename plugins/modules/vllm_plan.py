@@ -392,6 +392,7 @@ from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.plan_inputs imp
     validate_options,
 )
 from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.planner import build_plan
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.instance import DEFAULT_PORT
 from ansible_collections.gpufleet.vllm.plugins.module_utils.releases import DEFAULT_RELEASE
 
 ARGUMENT_SPEC = dict(
@@ -427,7 +428,7 @@ ARGUMENT_SPEC = dict(
     distributed_executor_backend=dict(type="str", default="mp", choices=["mp", "ray"]),
     served_model_name=dict(type="str"),
     host=dict(type="str", default="127.0.0.1"),
-    port_base=dict(type="int", default=8000),
+    port_base=dict(type="int", default=DEFAULT_PORT),
     tool_call_parser=dict(type="str"),
     reasoning_parser=dict(type="str"),
     enable_sleep_mode=dict(type="bool", default=False),

@@ -291,3 +291,25 @@ def test_instance_consumers_read_the_record_not_the_argv(path):
 def test_argv_read_detector_finds_a_planted_reader():
     assert argv_reads('port = cli_flags.flag_value(argv, "--port")') == ["cli_flags", '"--port"']
     assert argv_reads("rec['port']") == []
+
+
+# Roles and playbooks read an instance's model, port and address through the instance_record filter, not by
+# position or by looking up a flag in its argv (argv[2], argv.index('--host'), map(attribute=2)).
+# (The Ray node's own `ray start` argv, _vllm_ray_argv, is not an instance.)
+JINJA_ARGV_READING = re.compile(r"argv\[2\]|(?<!ray_)argv\.index\(|argv'\)\s*\|\s*map\(attribute=2\)|\.argv\.2\b")
+
+
+def test_roles_and_playbooks_read_instances_through_the_record():
+    offenders = []
+    for path in sorted(list(ROOT.glob("roles/*/tasks/*.yml")) + list(ROOT.glob("playbooks/**/*.yml"))
+                       + list(ROOT.glob("roles/*/templates/*.j2"))):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if JINJA_ARGV_READING.search(line):
+                offenders.append("%s:%d" % (path.relative_to(ROOT), number))
+    assert offenders == [], "read the instance through `| gpufleet.vllm.instance_record`: %s" % offenders
+
+
+def test_jinja_argv_read_detector_finds_planted_readers():
+    for line in ("{{ x.argv[2] }}", "{{ _argv.index('--host') }}", "map(attribute='argv') | map(attribute=2)"):
+        assert JINJA_ARGV_READING.search(line), line
+    assert not JINJA_ARGV_READING.search("{{ (x | gpufleet.vllm.instance_record).model }}")

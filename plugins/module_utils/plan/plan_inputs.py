@@ -16,6 +16,7 @@ import re
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils import releases as R
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.instance import DEFAULT_PORT
 
 # vLLM 0.33.0 vllm/config/cache.py CacheDType (the values argparse accepts for --kv-cache-dtype).
 # The per-token-head dtypes are sized by model_families.per_token_head_plan (full attention only).
@@ -110,7 +111,7 @@ def validate_options(p):
     o["host_memory_bytes"] = as_int(o.get("host_memory_bytes"), "host_memory_bytes", minimum=1, maximum=_HUGE)
     o["expected_prompt_tokens"] = as_int(o.get("expected_prompt_tokens"), "expected_prompt_tokens", minimum=1, maximum=_HUGE)
     o["expected_concurrency"] = as_int(o.get("expected_concurrency"), "expected_concurrency", minimum=1, maximum=1 << 24)
-    o["port_base"] = as_int(o.get("port_base", 8000), "port_base", minimum=1, maximum=65535, allow_none=False)
+    o["port_base"] = as_int(o.get("port_base", DEFAULT_PORT), "port_base", minimum=1, maximum=65535, allow_none=False)
     o["nodes"] = as_int(o.get("nodes") or 1, "nodes", minimum=1, maximum=1024, allow_none=False)
     o["master_port"] = as_int(o.get("master_port") or 29501, "master_port", minimum=1, maximum=65535, allow_none=False)
     util = o.get("gpu_memory_utilization")

@@ -18,6 +18,7 @@ import json
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils import cli_flags
 from ansible_collections.gpufleet.vllm.plugins.module_utils import releases as R
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.instance import DEFAULT_PORT
 
 # ToolParserManager / ReasoningParserManager registries of vLLM 0.33.0 (vllm/tool_parsers/__init__.py,
 # vllm/reasoning/__init__.py). Parser names are not checked by argparse, only at server start.
@@ -173,7 +174,7 @@ def yarn_overrides(cfg, raw_config, factor, original_max, new_max):
     return body
 
 
-def render_argv(model_path, o, hf_overrides=None, kv_transfer_config=None, port=8000):
+def render_argv(model_path, o, hf_overrides=None, kv_transfer_config=None, port=DEFAULT_PORT):
     """The argv list for one instance. ``o`` holds the planner's resolved options."""
     argv = ["vllm", "serve", model_path, "--host", o["host"], "--port", str(port)]
     if o.get("served_model_name"):
