@@ -79,3 +79,27 @@ def flag_value(argv, flag, default=None, known=()):
     """The value argparse ends with for ``flag`` (the last one given), or ``default``."""
     values = [v for v in flag_values(argv, flag, known) if v is not None]
     return values[-1] if values else default
+
+
+def flag_map(argv):
+    """``{flag: value}`` of every ``--flag`` word in ``argv`` as argparse ends with it (the last of a repeated flag,
+    ``--f=v``, a bare ``--f`` is ``True``, vLLM's underscores as dashes); the positionals, in order, under ``""``.
+    An abbreviation stays as written: resolving it needs the parser's own flag list (flag_value takes one)."""
+    out = {}
+    positional = []
+    items = [str(a) for a in argv or []]
+    index = 0
+    while index < len(items):
+        word = items[index]
+        if not word.startswith("--"):
+            positional.append(word)
+        elif "=" in word:
+            out[flag_name(word)] = word.split("=", 1)[1]
+        elif index + 1 < len(items) and not items[index + 1].startswith("--"):
+            out[flag_name(word)] = items[index + 1]
+            index += 1
+        else:
+            out[flag_name(word)] = True
+        index += 1
+    out[""] = positional
+    return out

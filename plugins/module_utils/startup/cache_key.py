@@ -37,6 +37,7 @@ __metaclass__ = type
 import hashlib
 import json
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils import cli_flags
 from ansible_collections.gpufleet.vllm.plugins.module_utils import releases as R
 
 # vllm/envs.py compile_factors() ignored_factors, vLLM 0.32.0 (the names that exist as vLLM variables).
@@ -96,27 +97,8 @@ ARGV_NOT_IN_KEY = frozenset((
 
 
 def flags(argv):
-    """``{flag: value}`` of an argv (``--f v``, ``--f=v``, a bare ``--f`` is ``True``); positionals under ``""``."""
-    out = {}
-    positional = []
-    index = 0
-    items = [str(a) for a in argv or []]
-    while index < len(items):
-        arg = items[index]
-        if arg.startswith("--") and "=" in arg:
-            name, value = arg.split("=", 1)
-            out[name] = value
-        elif arg.startswith("--"):
-            if index + 1 < len(items) and not items[index + 1].startswith("--"):
-                out[arg] = items[index + 1]
-                index += 1
-            else:
-                out[arg] = True
-        else:
-            positional.append(arg)
-        index += 1
-    out[""] = positional
-    return out
+    """``{flag: value}`` of an argv, positionals under ``""``: cli_flags.flag_map, the one flag reader."""
+    return cli_flags.flag_map(argv)
 
 
 def inputs(vllm_version, argv, environment, venv, cache_dir, gpu=None, node_rank=None):

@@ -131,3 +131,16 @@ def test_a_repeated_flag_reads_as_argparse_reads_it_everywhere():
     assert (facts["model"], facts["max_model_len"]) == ("second", 2048)
     assert workers.served_model_name(instance) == "second"
     assert workers.instance_url(instance, "h", "h").endswith(":8002")
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["vllm", "serve", "/m", "--port", "8001", "--enforce-eager"],
+     {"": ["vllm", "serve", "/m"], "--port": "8001", "--enforce-eager": True}),
+    # the last of a repeated flag, --f=v, vLLM's underscores, a negative number as a value
+    (["vllm", "serve", "/m", "--port=8000", "--port", "8002", "--max_model_len", "4096", "--seed", "-1"],
+     {"": ["vllm", "serve", "/m"], "--port": "8002", "--max-model-len": "4096", "--seed": "-1"}),
+    # a bare flag before another flag; an abbreviation stays as written (the parser's list resolves it)
+    (["--headless", "--hos", "0.0.0.0"], {"": [], "--headless": True, "--hos": "0.0.0.0"}),
+])
+def test_flag_map(argv, expected):
+    assert cli_flags.flag_map(argv) == expected
