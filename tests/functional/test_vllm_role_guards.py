@@ -72,15 +72,26 @@ def test_instance_checks(inst, ok):
     assert holds("plan.yml", "Check every planned instance", _vllm_instance=inst) is ok
 
 
-@pytest.mark.parametrize("planned, sharing, ok", [
-    ([instance(), instance(name="m-1", port=8001, cuda_visible_devices="1")], False, True),
-    ([instance(), instance(name="m-1", port=8001, cuda_visible_devices="1,0")], False, False),
-    ([instance(), instance(name="m-1", port=8001, cuda_visible_devices="0")], True, True),
-    ([instance(), instance(name="m-1", cuda_visible_devices="1")], False, False),  # same port
+def on_port(port, **changes):
+    """A second instance listening on ``port`` (its argv's --port and its port key agree, as the plan writes them)."""
+    argv = [str(port) if i > 0 and GOOD["argv"][i - 1] == "--port" else a for i, a in enumerate(GOOD["argv"])]
+    return instance(port=port, argv=argv, **changes)
+
+
+# _vllm_ports reads each entry's record (the filter gpufleet.vllm.instance_record), which this in-process Templar
+# cannot load without installing the collection loader for every test of the worker: each case gives the ports the
+# engines bind (their argv's --port), written by hand; the Molecule scenarios run the expression itself.
+@pytest.mark.parametrize("planned, ports, sharing, ok", [
+    ([instance(), on_port(8001, name="m-1", cuda_visible_devices="1")], [8000, 8001], False, True),
+    ([instance(), on_port(8001, name="m-1", cuda_visible_devices="1,0")], [8000, 8001], False, False),
+    ([instance(), on_port(8001, name="m-1", cuda_visible_devices="0")], [8000, 8001], True, True),
+    ([instance(), instance(name="m-1", cuda_visible_devices="1")], [8000, 8000], False, False),  # same port
+    # the port key says 8001 but the argv (what the engine binds) says 8000: a clash the entries' keys hid
+    ([instance(), instance(name="m-1", port=8001, cuda_visible_devices="1")], [8000, 8000], False, False),
 ])
-def test_unique_ports_and_gpus(planned, sharing, ok):
+def test_unique_ports_and_gpus(planned, ports, sharing, ok):
     assert holds("plan.yml", "Check that instance names, ports and GPUs are unique", _vllm_planned=planned,
-                 vllm_allow_gpu_sharing=sharing) is ok
+                 vllm_allow_gpu_sharing=sharing, _vllm_ports=ports) is ok
 
 
 # The shrink guard moved into the unit module's core: tests/unit/plugins/module_utils/units/test_lifecycle.py.
