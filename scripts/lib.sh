@@ -7,6 +7,7 @@ export IMAGE="${GPUFLEET_TESTHOST_IMAGE:-localhost/gpufleet-testhost:bookworm}"
 # ansible-test needs the collection to sit physically at ansible_collections/gpufleet/vllm.
 # It must not sit inside this git checkout either (ansible-test would list files through git and
 # find none in an ignored folder), so the copy lives in the user's cache, one per checkout.
+CACHE_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet-vllm"  # the controller caches (wheelhouses, parser venvs, logs)
 BUILD="${GPUFLEET_BUILD_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet-vllm/$(printf '%s' "$ROOT" | sha1sum | cut -c1-12)}"
 AT_PARENT="$BUILD/collections"
 AT_ROOT="$AT_PARENT/ansible_collections/gpufleet/vllm"
@@ -60,6 +61,29 @@ sync_collection() {
 # The test suite's deadline (scripts/test.sh): suite_deadline BUDGET_SECONDS START_EPOCH sets it; bounded FLOOR CMD...
 # runs CMD until the deadline (exit 124 when stopped there, its process group killed 30 s after a TERM) or exits 125
 # at once when fewer than FLOOR seconds are left; verdict RC says how the summary names an exit code.
+# Disk (CI's disk is shared with other machines, and its free space varies from run to run: on 2026-12-05 a CI run
+# filled it while Molecule's engine hosts installed vLLM, and pip's jobs hung instead of failing).
+free_gib() {  # free_gib PATH: GiB free on PATH's filesystem (its closest existing parent), a whole number
+  local p="$1"
+  while [ ! -e "$p" ] && [ "$p" != / ]; do p=$(dirname "$p"); done
+  df -P -k "$p" | awk 'NR == 2 { printf "%d\n", $4 / 1048576 }'
+}
+podman_storage() { podman info --format '{{.Store.GraphRoot}}' 2>/dev/null || echo /var/lib/containers; }
+disk_line() {  # the free space the suite draws on: the controller's caches and the test hosts' storage
+  printf 'disk: %s GiB free for the caches (%s), %s GiB for the test hosts (%s)' \
+    "$(free_gib "$CACHE_DIR")" "$CACHE_DIR" "$(free_gib "$(podman_storage)")" "$(podman_storage)"
+}
+# The parser check's caches (the vLLM 0.33 wheelhouse, its venv and the 0.34 overlay: about 15 GB) serve pytest
+# alone; scripts/vllm-venv.sh builds them again when asked.
+release_parser_caches() {
+  local before
+  before=$(free_gib "$CACHE_DIR")
+  # the default places only: a wheelhouse or venv named by GPUFLEET_WHEELHOUSE / GPUFLEET_VLLM_VENV is the user's
+  rm -rf "$CACHE_DIR"/vllm-*-venv "$CACHE_DIR"/vllm-*-venv.lock
+  [ "${GPUFLEET_WHEELHOUSE:-$CACHE_DIR/wheelhouse}" = "$CACHE_DIR/wheelhouse" ] && rm -rf "$CACHE_DIR/wheelhouse"
+  log "released the parser check's caches (pytest is done with them): $before -> $(free_gib "$CACHE_DIR") GiB free"
+}
+
 suite_deadline() { SUITE_BUDGET="$1"; SUITE_DEADLINE=$(( $2 + $1 )); }
 seconds_left() { echo $(( SUITE_DEADLINE - $(date +%s) )); }
 bounded() {

@@ -16,6 +16,7 @@ start=$(date +%s)
 suite_deadline "${GPUFLEET_SUITE_BUDGET:-5000}" "$start"
 "$ROOT/scripts/setup.sh"
 activate_venv
+log "$(disk_line)"
 
 # The CPU wheelhouse (~860 MB on a fresh machine, network-bound) downloads while the static checks and
 # pytest keep the cores busy; the Molecule scenarios wait for it.
@@ -96,6 +97,19 @@ run_scenarios() {
   [ "$wh_rc" = 0 ] || { record molecule:wheelhouse "$wh_rc" "$start"; return 0; }
   GPUFLEET_CPU_WHEELHOUSE=$(tail -1 "$BUILD/logs/wheelhouse.path")
   export GPUFLEET_CPU_WHEELHOUSE
+  # Disk: the engine scenarios' hosts (vllm_serve, and multinode's two, side by side) each install vLLM's CPU build,
+  # about 3 GiB apiece. Short of room for them, pytest's parser caches go first; still short, the scenarios are
+  # not started (a disk that fills mid-install hangs pip's jobs, CI 2026-12-05) and the summary says why.
+  local want="${GPUFLEET_MOLECULE_FREE_GIB:-30}" floor="${GPUFLEET_MOLECULE_MIN_FREE_GIB:-14}" storage
+  storage=$(podman_storage)
+  [ "$(free_gib "$storage")" -lt "$want" ] && release_parser_caches
+  log "$(disk_line)"
+  if [ "$(free_gib "$storage")" -lt "$floor" ]; then
+    printf '\033[1;31m[molecule] not started: %s GiB free on %s, and the engine scenarios need about %s GiB (three hosts installing vLLM side by side). Free space there, or set GPUFLEET_MOLECULE_MIN_FREE_GIB.\033[0m\n' \
+      "$(free_gib "$storage")" "$storage" "$floor" >&2
+    record molecule:disk 1 "$(date +%s)"
+    return 0
+  fi
   # Longest first (seconds measured from a fresh clone on a fresh machine, 2 cores, two at a time, 2026-12-03:
   # vllm_serve 1496 (with monitoring, the benchmark and the tune loop), multinode 1166 (with the rollouts and
   # the benchmark-gate rollback), fleet 501, vllm_lifecycle 188, model_storage 94, nginx 88, mig 45,
@@ -124,6 +138,7 @@ run_scenarios() {
   ticker() {
     local f s
     while sleep "${GPUFLEET_TICK_SECONDS:-300}"; do
+      log "$(( $(date +%s) - start )) s into the suite; $(disk_line)"
       for f in "$logs"/molecule-*.log; do
         s=$(basename "$f" .log); s=${s#molecule-}
         [ -e "$logs/molecule-$s.rc" ] && continue

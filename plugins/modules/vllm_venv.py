@@ -84,6 +84,14 @@ options:
   pip_log:
     description: pip's output while it installs (started afresh with each install); needs O(progress_file).
     type: path
+  min_free_bytes:
+    description:
+      - Refuse to install, before pip starts (and in check mode), when the filesystem where O(venv) goes has less
+        free space than this. V(0) checks nothing.
+      - The vllm role passes C(vllm_venv_min_free_gib). A disk that fills while pip runs leaves the background job
+        unable to write its result.
+    type: int
+    default: 0
   alias:
     description:
       - A metadata-only distribution written into the venv's site-packages and checked on every run with
@@ -108,6 +116,7 @@ EXAMPLES = r"""
     package: vllm
     version: 0.32.0
     requirement: vllm==0.32.0
+    min_free_bytes: "{{ 12 * 1024 ** 3 }}"   # refused before pip starts on a fuller disk
   register: venv
 
 - name: The CPU build, offline, with its own torch
@@ -202,6 +211,7 @@ def main():
             pip_extra_args=dict(type="list", elements="str", default=[]),
             progress_file=dict(type="path"),
             pip_log=dict(type="path"),
+            min_free_bytes=dict(type="int", default=0),
             alias=dict(type="dict", options=dict(name=dict(type="str", required=True), version=dict(type="str", required=True))),
         ),
         supports_check_mode=True,

