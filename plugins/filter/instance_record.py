@@ -36,19 +36,24 @@ _value:
   description:
     - C(name), C(model), C(served_model_name), C(host) (null - every address), C(port) (null when neither the argv
       nor the entry names one), C(max_model_len) (null when the argv names none), C(devices), C(environment), C(argv).
+    - C(listen_address) and C(listen_port) - where the engine binds, with vLLM's defaults (C(0.0.0.0), C(8000))
+      filled in.
   type: dict
 """
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.instance import record
+from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.instance import listen_address, listen_port, record
 
 
 def instance_record(instance):
     if not isinstance(instance, dict):
         raise AnsibleFilterError("instance_record: the input must be one instance (a dict with name and argv), got %s"
                                  % type(instance).__name__)
-    return record(instance)
+    out = record(instance)
+    # where the engine binds, vLLM's defaults filled in (consumers write no default of their own)
+    out.update(listen_address=listen_address(out), listen_port=listen_port(out))
+    return out
 
 
 class FilterModule(object):

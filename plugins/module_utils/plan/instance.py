@@ -111,6 +111,12 @@ def listen_address(instance_record):
     return "0.0.0.0" if host is None else str(host)
 
 
+def listen_port(instance_record):
+    """The port the instance binds: its own, else vLLM's default (DEFAULT_PORT)."""
+    port = instance_record.get("port")
+    return DEFAULT_PORT if port is None else port
+
+
 def gives_flag(instance, flag):
     """Whether the instance's argv gives ``flag`` (any spelling argparse takes): the writer adds a default only
     where it does not."""
