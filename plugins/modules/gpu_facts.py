@@ -248,6 +248,13 @@ numa_nodes:
   type: list
   elements: list
   sample: [[0, 1]]
+numa_memory_bytes:
+  description:
+    - Each NUMA node's memory in bytes (C(MemTotal) of C(/sys/devices/system/node/nodeN/meminfo)), by node number;
+      empty where the kernel shows no nodes. The vllm role's plan checks each node's offload tiers against it.
+  returned: always
+  type: dict
+  sample: {"0": 270582939648, "1": 270582939648}
 numa_groups:
   description: The same groups with their node (V(null) = unknown).
   returned: always

@@ -174,6 +174,15 @@ options:
         fits, above 70 % it warns. The vllm role passes the host's C(ansible_facts.memtotal_mb).
       - Unset - not checked.
     type: int
+  host_numa_memory_bytes:
+    description:
+      - Each NUMA node's memory (a mapping of node number to bytes, its C(MemTotal) in C(/sys/devices/system/node/nodeN/meminfo)). An
+        instance on one known node runs under C(numactl --membind) (the vllm role's units), so the offload tiers of the
+        instances bound to a node are checked against that node alone - above 90 % the plan fails, above 70 % it warns,
+        naming the largest offload that fits. The vllm role passes the C(gpufleet_gpu) facts' C(numa_memory_bytes)
+        while C(vllm_numa_binding) is on.
+      - Unset - not checked per node.
+    type: dict
   cpu_offload_eviction_policy:
     description:
       - The OffloadingConnector's C(eviction_policy) for the CPU tier (vLLM 0.26.0 and 0.33.0 build in C(lru) and C(arc)).
@@ -416,6 +425,7 @@ ARGUMENT_SPEC = dict(
     language_model_only=dict(type="bool", default=False),
     cpu_offload_bytes=dict(type="int"),
     host_memory_bytes=dict(type="int"),
+    host_numa_memory_bytes=dict(type="dict"),
     cpu_offload_eviction_policy=dict(type="str", choices=["lru", "arc"], default="lru"),
     cpu_offload_prompt_only=dict(type="bool"),
     # Checked by plan_inputs (ansible-core's sub-option check crashes on a list such as [null]).

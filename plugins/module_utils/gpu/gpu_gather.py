@@ -18,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import re
 import time
 
 from ansible_collections.gpufleet.vllm.plugins.module_utils.error_boundary import UserError
@@ -48,6 +49,8 @@ from ansible_collections.gpufleet.vllm.plugins.module_utils.gpu.nvml import (
 )
 
 SYSFS_PCI = "/sys/bus/pci/devices"
+SYSFS_NODES = "/sys/devices/system/node"
+_NODE_MEMTOTAL = re.compile(r"^Node\s+\d+\s+MemTotal:\s+(\d+)\s+kB\s*$", re.MULTILINE)
 FALLBACK_KINDS = ("library_missing", "unofficial_library")
 C_ENV = {"LC_ALL": "C", "LANG": "C"}   # nvidia-smi's words are parsed: the runner sets this environment
 SMI_QUERY = ["-q", "-x"]
@@ -87,6 +90,27 @@ def read_sysfs(bus_ids, root=SYSFS_PCI):
         except (IOError, OSError, ValueError):
             continue
     return out
+
+
+def read_numa_memory(root=SYSFS_NODES):
+    """{node: bytes} from <root>/nodeN/meminfo's "Node N MemTotal: K kB" (what the vllm plan checks an instance's
+    offload tier against under numactl --membind); {} where the kernel shows no nodes."""
+    out = {}
+    try:
+        names = os.listdir(root)
+    except (IOError, OSError):
+        return out
+    for name in names:
+        if not re.match(r"node\d+\Z", name):
+            continue
+        try:
+            with open(os.path.join(root, name, "meminfo")) as handle:
+                found = _NODE_MEMTOTAL.search(handle.read())
+        except (IOError, OSError):
+            continue
+        if found:
+            out[int(name[4:])] = int(found.group(1)) * 1024
+    return dict(sorted(out.items()))
 
 
 def gather_nvml(load=None, sysfs_root=SYSFS_PCI):
@@ -178,7 +202,7 @@ def read_warnings(facts):
     return out
 
 
-def gpu_facts(params, runner, load=None, sysfs_root=SYSFS_PCI):
+def gpu_facts(params, runner, load=None, sysfs_root=SYSFS_PCI, nodes_root=SYSFS_NODES):
     """(facts, warnings) for the module's ``params`` (backend, expected, min_gpus); UserError otherwise."""
     min_gpus = params["min_gpus"]
     if min_gpus < 0:
@@ -189,6 +213,7 @@ def gpu_facts(params, runner, load=None, sysfs_root=SYSFS_PCI):
         facts = gather(params["backend"], runner, load, sysfs_root)
     except NoGpu as exc:
         facts = empty_facts("none", exc.message)
+    facts["numa_memory_bytes"] = read_numa_memory(nodes_root)
     facts["collection_seconds"] = round(time.time() - started, 4)
     if facts["gpu_count"] < min_gpus:
         raise UserError("found %d GPU(s) but min_gpus=%d%s. Check the driver with 'nvidia-smi', or lower "

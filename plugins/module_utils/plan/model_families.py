@@ -246,6 +246,56 @@ def host_memory_findings(offload_bytes, instances_on_host, host_memory_bytes):
                      % (fits, fits / gib))]
 
 
+def numa_memory_findings(groups, offload_bytes, numa_memory_bytes, hw=None):
+    """The offload tiers pinned on each NUMA node against that node's memory. An instance on one known node runs
+    under ``numactl --membind=NODE`` (units/render.py): its whole tier comes from that node. An instance over
+    several nodes binds each worker to its GPU's node (vLLM's --numa-bind, numa_bind_args): each worker pins its
+    share of the tier (cpu_offload_bytes is the total over the ranks) on its own node. So two instances on one node
+    of a two-node host can fail where the host's total passes. ``numa_memory_bytes``: {node: MemTotal of
+    /sys/devices/system/node/nodeN/meminfo}; nodes it lacks and unknown nodes are not checked here
+    (host_memory_findings covers the host)."""
+    if not offload_bytes or not numa_memory_bytes:
+        return []
+    shares = {}   # node -> instances' worth of offload tier pinned there
+    for grp in groups:
+        for node, share in _node_shares(grp or {}, hw):
+            shares[node] = shares.get(node, 0.0) + share
+    known = dict((int(k), int(v)) for k, v in numa_memory_bytes.items())
+    out = []
+    for node, share in sorted(shares.items()):
+        if known.get(node):
+            out += _node_memory_finding(node, share, offload_bytes, known[node])
+    return out
+
+
+def _node_shares(group, hw):
+    """[(node, share of the instance's tier pinned there)] for one instance."""
+    if group.get("numa_node") is not None:
+        return [(int(group["numa_node"]), 1.0)]
+    bind = numa_bind_args(group, hw) if hw else []
+    nodes = [int(n) for n in bind[2:]]
+    return [(n, 1.0 / len(nodes)) for n in nodes]
+
+
+def _node_memory_finding(node, share, offload_bytes, node_bytes):
+    gib = 1024.0 ** 3
+    pinned = kv.pinned_host_bytes(offload_bytes) * share
+    used = float(pinned) / node_bytes
+    if used <= HOST_MEMORY_WARNING_SHARE:
+        return []
+    level, code, limit = (("error", "offload_exceeds_numa_node_memory", HOST_MEMORY_ERROR_SHARE)
+                          if used > HOST_MEMORY_ERROR_SHARE else
+                          ("warning", "offload_numa_node_memory_tight", HOST_MEMORY_WARNING_SHARE))
+    fits = int(node_bytes * limit / share / kv.PINNED_HOST_FACTOR)
+    return [_finding(level, code,
+                     "KV offload would pin about %.1f GiB on NUMA node %d (%g instance(s)' tier bound there by numactl "
+                     "--membind or vLLM's per-worker --numa-bind, x %s x %.1f GiB of cpu_offload_bytes), %d %% of the "
+                     "node's %.1f GiB" % (pinned / gib, node, round(share, 3), kv.PINNED_HOST_FACTOR,
+                                          offload_bytes / gib, round(used * 100), node_bytes / gib),
+                     "lower cpu_offload_bytes to at most %d (%.1f GiB) per instance, spread the instances over the "
+                     "nodes, or set vllm_numa_binding: false (memory from any node, slower transfers)" % (fits, fits / gib))]
+
+
 def merge_speculative_config(argv, fields):
     """Merge extra --speculative-config fields (e.g. use_local_argmax_reduction) into the rendered JSON."""
     if not fields:

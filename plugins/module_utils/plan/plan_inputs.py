@@ -51,6 +51,19 @@ def as_int(value, option, minimum=None, maximum=None, allow_none=True):
     return out
 
 
+def numa_memory(value):
+    """host_numa_memory_bytes: {node: bytes} (node numbers as ints or digit strings, as YAML and JSON give them)."""
+    option = "host_numa_memory_bytes"
+    if value in (None, {}):
+        return None
+    if not isinstance(value, dict):
+        raise UserError("%s must map NUMA node numbers to bytes ({0: 270582939648}), got %r" % (option, value),
+                        option=option)
+    return dict((as_int(node, option + " (a node number)", minimum=0, maximum=1 << 16, allow_none=False),
+                 as_int(size, "%s[%s]" % (option, node), minimum=1, maximum=_HUGE, allow_none=False))
+                for node, size in value.items())
+
+
 def _auto_or_int(value, option):
     if value == "auto":
         return value
@@ -109,6 +122,7 @@ def validate_options(p):
     o["num_speculative_tokens"] = as_int(o.get("num_speculative_tokens") or 0, "num_speculative_tokens", minimum=0, maximum=64)
     o["cpu_offload_bytes"] = as_int(o.get("cpu_offload_bytes"), "cpu_offload_bytes", minimum=0, maximum=_HUGE)
     o["host_memory_bytes"] = as_int(o.get("host_memory_bytes"), "host_memory_bytes", minimum=1, maximum=_HUGE)
+    o["host_numa_memory_bytes"] = numa_memory(o.get("host_numa_memory_bytes"))
     o["expected_prompt_tokens"] = as_int(o.get("expected_prompt_tokens"), "expected_prompt_tokens", minimum=1, maximum=_HUGE)
     o["expected_concurrency"] = as_int(o.get("expected_concurrency"), "expected_concurrency", minimum=1, maximum=1 << 24)
     o["port_base"] = as_int(o.get("port_base", DEFAULT_PORT), "port_base", minimum=1, maximum=65535, allow_none=False)

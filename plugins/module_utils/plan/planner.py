@@ -511,6 +511,7 @@ def _placement(c):
         if grp["numa_node"] is not None and grp["numa_node"] < 0:
             grp["numa_node"] = None  # sysfs reports -1 for "no NUMA information"
     c.findings += pf + _numa_findings(groups, hw)
+    c.findings += fam.numa_memory_findings(groups, c.p.get("cpu_offload_bytes"), c.p.get("host_numa_memory_bytes"), hw)
     return groups
 
 

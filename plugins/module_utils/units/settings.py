@@ -94,9 +94,9 @@ def force_aot_checks(settings):
         return []
     version = settings.get("vllm_version")
     if version and releases.parse_version(str(version)) < releases.V_FORCE_AOT_LOAD:
+        first = releases.version_text(releases.V_FORCE_AOT_LOAD)
         return ["vllm_force_aot_load needs vLLM %s or newer (VLLM_FORCE_AOT_LOAD is not read before it); vllm_version "
-                "is %s: set vllm_force_aot_load: false or upgrade." % (releases.version_text(releases.V_FORCE_AOT_LOAD),
-                                                                      version)]
+                "is %s: set vllm_force_aot_load: false or upgrade." % (first, version)]
     return []
 
 

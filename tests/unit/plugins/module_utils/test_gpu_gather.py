@@ -161,3 +161,16 @@ def test_read_sysfs_numa_nodes(tmp_path):
     (tmp_path / "0000:2a:00.0" / "numa_node").write_text("junk\n")
     got = G.read_sysfs(["00000000:18:00.0", "00000000:2A:00.0", "00000000:3B:00.0", None], str(tmp_path))
     assert got == {"00000000:18:00.0": {"numa_node": 1}}
+
+
+def test_read_numa_memory(tmp_path):
+    # The kernel's per-node meminfo (drivers/base/node.c); node 0's lines as this 2-core test machine's
+    # /sys/devices/system/node/node0/meminfo printed them on 2026-12-05, node 1 with another size.
+    (tmp_path / "node0").mkdir()
+    (tmp_path / "node0" / "meminfo").write_text("Node 0 MemTotal:       24683784 kB\nNode 0 MemFree:         7078412 kB\n")
+    (tmp_path / "node1").mkdir()
+    (tmp_path / "node1" / "meminfo").write_text("Node 1 MemTotal:       1048576 kB\n")
+    (tmp_path / "node2").mkdir()                       # no meminfo: left out
+    (tmp_path / "possible").write_text("0-2\n")        # not a node folder
+    assert G.read_numa_memory(str(tmp_path)) == {0: 24683784 * 1024, 1: 1024 ** 3}
+    assert G.read_numa_memory(str(tmp_path / "absent")) == {}

@@ -66,3 +66,53 @@ def test_the_plan_without_host_memory_or_offload_says_nothing_of_it():
     for over in ({"cpu_offload_bytes": 200 * GIB}, {"host_memory_bytes": 16 * GIB}):
         codes = [f["code"] for f in _plan(**over)["findings"]]
         assert not [c for c in codes if c.startswith(("offload_exceeds", "offload_host_memory_tight"))], codes
+
+
+# --- per NUMA node: an instance on one known node runs under numactl --membind=NODE (units/render.py), so its
+# pinned memory comes from that node alone. Expected values worked by hand as above, per node.
+def _groups(*nodes):
+    return [{"numa_node": n, "gpu_indices": [i]} for i, n in enumerate(nodes)]
+
+
+@pytest.mark.parametrize("nodes, offload_gib, node_gib, found", [
+    # one instance per node, 1.9 x 60 = 114 GiB of 256 each: 45 % - nothing to say
+    ((0, 1), 60, {0: 256, 1: 256}, []),
+    # both on node 0: 2 x 114 = 228 GiB of 256 (89 %) - tight there; 0.7 x 256 / 2 / 1.9 = 47.2 GiB per instance
+    ((0, 0), 60, {0: 256, 1: 256}, [("offload_numa_node_memory_tight", 0, 47.2)]),
+    # both on node 1 of a host whose node 1 holds 128 GiB: 228 of 128 - refused; 0.9 x 128 / 2 / 1.9 = 30.3 GiB
+    ((1, 1), 60, {0: 384, 1: 128}, [("offload_exceeds_numa_node_memory", 1, 30.3)]),
+    # unknown node (no NUMA information) or a node the facts lack: not checked per node
+    ((None, None), 200, {0: 64}, []),
+    ((2,), 200, {0: 64}, []),
+    # no per-node facts, or no offload
+    ((0, 0), 200, None, []),
+    ((0, 0), 0, {0: 8}, []),
+])
+def test_pinned_memory_per_numa_node(nodes, offload_gib, node_gib, found):
+    numa = dict((k, v * GIB) for k, v in node_gib.items()) if node_gib else None
+    got = fam.numa_memory_findings(_groups(*nodes) + [None], offload_gib * GIB, numa)
+    assert [(f["code"], int(f["message"].split("NUMA node ")[1].split()[0]), float(f["fix"].split("(")[1].split()[0]))
+            for f in got] == found
+
+
+def test_the_plan_checks_each_node_it_binds():
+    two_on_node0 = _plan(gpus={"profile": "h200", "count": 2, "numa_nodes": [[0, 1]]}, cpu_offload_bytes=60 * GIB,
+                         host_memory_bytes=512 * GIB, host_numa_memory_bytes={0: 256 * GIB, 1: 256 * GIB})
+    codes = [f["code"] for f in two_on_node0["findings"]]
+    assert "offload_numa_node_memory_tight" in codes and "offload_host_memory_tight" not in codes, codes
+    one_each = _plan(gpus={"profile": "h200", "count": 2, "numa_nodes": [[0], [1]]}, cpu_offload_bytes=60 * GIB,
+                     host_memory_bytes=512 * GIB, host_numa_memory_bytes={0: 256 * GIB, 1: 256 * GIB})
+    assert not [f for f in one_each["findings"] if "numa_node_memory" in f["code"]], one_each["findings"]
+
+
+def test_an_instance_over_two_nodes_pins_half_its_tier_on_each():
+    # rtx4090x4's shape: one TP-4 instance over nodes 0 (GPUs 0, 1) and 1 (GPUs 2, 3), vLLM binding each worker to its
+    # GPU's node (--numa-bind-nodes 0 0 1 1): 1.9 x 200 GiB / 2 = 190 GiB per node. Of 256 GiB: 74 % - tight on both;
+    # fits at 0.7 x 256 / 0.5 / 1.9 = 188.6 GiB per instance.
+    hw = {"gpus": [{"index": i, "numa_node": n} for i, n in enumerate((0, 0, 1, 1))]}
+    group = {"numa_node": None, "gpu_indices": [0, 1, 2, 3], "locality": "cross_numa"}
+    got = fam.numa_memory_findings([group], 200 * GIB, {0: 256 * GIB, 1: 256 * GIB}, hw)
+    assert [f["code"] for f in got] == ["offload_numa_node_memory_tight"] * 2
+    assert ["NUMA node 0 (0.5 instance" in got[0]["message"], "188.6 GiB)" in got[0]["fix"]] == [True, True]
+    # the seed rig's 512 GiB as one node: 380 of 512 GiB (74 %) - the host-wide rule's figure, once
+    assert len(fam.numa_memory_findings([dict(group, numa_node=0)], 200 * GIB, {0: 512 * GIB}, hw)) == 1

@@ -35,3 +35,25 @@ def test_refused_by_name(options, option, says):
 ])
 def test_accepted(options):
     refuse_silent_defaults(options)
+
+
+@pytest.mark.parametrize("value, expected", [
+    ({0: 256, 1: 128}, {0: 256, 1: 128}),
+    ({"0": "274877906944"}, {0: 274877906944}),      # as YAML, JSON and the facts give them
+    ({}, None),
+    (None, None),
+])
+def test_numa_memory_is_read(value, expected):
+    assert validate_options({"host_numa_memory_bytes": value})["host_numa_memory_bytes"] == expected
+
+
+@pytest.mark.parametrize("value, says", [
+    ([256], "host_numa_memory_bytes must map NUMA node numbers to bytes"),
+    ({"node0": 256}, "host_numa_memory_bytes (a node number) must be an integer"),
+    ({0: 0}, "host_numa_memory_bytes[0] must be >= 1"),
+    ({0: "lots"}, "host_numa_memory_bytes[0] must be an integer"),
+])
+def test_numa_memory_refused(value, says):
+    with pytest.raises(UserError) as err:
+        validate_options({"host_numa_memory_bytes": value})
+    assert says in err.value.message
