@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""nginx in router mode (nginx_upstream_router): the router is the only upstream, the allow-list is unchanged
+"""nginx in router mode (nginx_upstream_router): the router is the only primary upstream (the host's instances are
+its backups: test_router_restart_front.py), the allow-list is unchanged
 (the router's admin routes and metrics are answered by nginx itself), and a public router address is refused.
 Rendered and checked with Ansible's own templating (test_nginx_template's helpers); the Molecule scenario
 vllm_serve sends the admin routes through a real nginx in front of a real router."""
@@ -13,9 +14,10 @@ from test_nginx_template import _locations, render, servers, validate_failures
 ROUTER = "127.0.0.1:30000"
 
 
-def test_router_is_the_only_upstream_and_the_allow_list_is_unchanged():
+def test_router_is_the_only_primary_upstream_and_the_allow_list_is_unchanged():
     conf = render(nginx_upstream_router=ROUTER)
-    assert servers(conf) == [(ROUTER, "max_fails=3 fail_timeout=30s")]
+    assert servers(conf)[0] == (ROUTER, "max_fails=3 fail_timeout=30s")
+    assert servers(conf)[1:] and all(options.endswith(" backup") for _, options in servers(conf)[1:])
     assert "least_conn" not in conf
     locations = _locations(conf)
     assert sorted(k for k in locations if k.startswith("= /v1")) == sorted(
