@@ -17,7 +17,7 @@ ROUTER = "127.0.0.1:30000"
 def test_router_is_the_only_primary_upstream_and_the_allow_list_is_unchanged():
     conf = render(nginx_upstream_router=ROUTER)
     assert servers(conf)[0] == (ROUTER, "max_fails=3 fail_timeout=30s")
-    assert servers(conf)[1:] and all(options.endswith(" backup") for _, options in servers(conf)[1:])
+    assert servers(conf)[1:] and all(options.endswith(" backup") for _address, options in servers(conf)[1:])
     assert "least_conn" not in conf
     locations = _locations(conf)
     assert sorted(k for k in locations if k.startswith("= /v1")) == sorted(

@@ -51,7 +51,7 @@ class Load(object):
 
     def __init__(self, url):
         self.url, self.ok, self.failed, self.by, self.stop = url, 0, [], {}, threading.Event()
-        self.threads = [threading.Thread(target=self._run) for _ in range(4)]
+        self.threads = [threading.Thread(target=self._run) for _thread in range(4)]
 
     def _one(self):
         body = json.dumps({"model": "m", "prompt": "x", "stream": True, "events": 8}).encode()

@@ -15,8 +15,8 @@ from ansible_collections.gpufleet.vllm.plugins.filter.drain_timeout import Filte
 
 FAST = 'vllm:e2e_request_latency_seconds_bucket{le="1.0"} 100\nvllm:e2e_request_latency_seconds_bucket{le="+Inf"} 100'
 # 50 <= 10 s, 99 <= 60 s, 100 <= 120 s: p99 60 s, 3 x 60 = 180 s
-SLOW = "\n".join('vllm:e2e_request_latency_seconds_bucket{le="%s"} %d' % (b, c)
-                  for b, c in (("10.0", 50), ("60.0", 99), ("120.0", 100), ("+Inf", 100)))
+SLOW_COUNTS = (("10.0", 50), ("60.0", 99), ("120.0", 100), ("+Inf", 100))
+SLOW = "\n".join('vllm:e2e_request_latency_seconds_bucket{le="%s"} %d' % (b, c) for b, c in SLOW_COUNTS)
 
 
 def test_the_worst_engine_sets_it_and_the_filter_says_both():
