@@ -91,6 +91,12 @@ OWNED_FLAG_FIXES = {
     "--kv-offloading-size": "set cpu_offload_bytes (rendered as --kv-offloading-size from vLLM 0.34, as the "
                             "OffloadingConnector JSON before)",
     "--kv-offloading-backend": "set cpu_offload_bytes (the native backend is rendered; LMCache is not planned here)",
+    # A disk tier has no quota anywhere: vLLM's disk-backed connector (ExampleConnector, kv_connector_extra_config
+    # shared_storage_path, default /tmp) writes blocks and never deletes one (0.34.0
+    # distributed/kv_transfer/kv_connector/v1/example_connector.py has no remove, unlink or eviction).
+    "--kv-transfer-config": "set cpu_offload_bytes (the host-memory tier, planned and checked against the host's and "
+                            "each NUMA node's memory); a disk tier is not offered: vLLM's disk-backed connector writes "
+                            "KV blocks and never deletes one, so there is no quota to enforce",
 }
 
 

@@ -195,6 +195,15 @@ def test_offload_flags_in_extra_args_point_at_cpu_offload_bytes(flag):
     assert finding["code"] == "planner_owned_flag" and "cpu_offload_bytes" in finding["fix"]
 
 
+def test_a_disk_tier_is_refused_with_the_reason():
+    # vLLM's disk-backed connector (ExampleConnector, shared_storage_path) never deletes a block: no quota to enforce.
+    disk = '{"kv_connector":"ExampleConnector","kv_role":"kv_both","kv_connector_extra_config":{"shared_storage_path":"/d"}}'
+    for words in (["--kv-transfer-config", disk], ["--kv-transfer-config=" + disk], ["--kv-transfer-c", disk]):
+        (finding,) = va.check_extra_args(words)
+        assert finding["level"] == "error" and finding["code"] == "planner_owned_flag"
+        assert "a disk tier is not offered" in finding["fix"] and "never deletes" in finding["fix"]
+
+
 # --- sleep mode and the routes it opens ----------------------------------------------------------------------------
 
 ROUTES_SLEEP = _json(V034, "routes-sleep-mode.json")
