@@ -228,22 +228,32 @@ def host_memory_findings(offload_bytes, instances_on_host, host_memory_bytes):
     host's MemTotal; nothing to say when it is unknown)."""
     if not host_memory_bytes:
         return []
-    gib = 1024.0 ** 3
-    pinned = kv.pinned_host_bytes(offload_bytes) * instances_on_host
-    share = float(pinned) / host_memory_bytes
-    if share <= HOST_MEMORY_WARNING_SHARE:
+    verdict = _pinned_verdict(offload_bytes, instances_on_host, host_memory_bytes,
+                              ("offload_exceeds_host_memory", "offload_host_memory_tight"))
+    if not verdict:
         return []
-    level, code, limit = (("error", "offload_exceeds_host_memory", HOST_MEMORY_ERROR_SHARE)
-                          if share > HOST_MEMORY_ERROR_SHARE else
-                          ("warning", "offload_host_memory_tight", HOST_MEMORY_WARNING_SHARE))
-    fits = int(host_memory_bytes * limit / instances_on_host / kv.PINNED_HOST_FACTOR)
+    level, code, pinned, used, fits = verdict
+    gib = 1024.0 ** 3
     return [_finding(level, code,
                      "KV offload would pin about %.1f GiB of host memory (%d instance(s) x %s x %.1f GiB of "
                      "cpu_offload_bytes), %d %% of this host's %.1f GiB"
-                     % (pinned / gib, instances_on_host, kv.PINNED_HOST_FACTOR, offload_bytes / gib, round(share * 100),
+                     % (pinned / gib, instances_on_host, kv.PINNED_HOST_FACTOR, offload_bytes / gib, round(used * 100),
                         host_memory_bytes / gib),
                      "lower cpu_offload_bytes to at most %d (%.1f GiB) per instance, or run fewer instances on the host"
                      % (fits, fits / gib))]
+
+
+def _pinned_verdict(offload_bytes, instances, memory_bytes, codes):
+    """(level, code, pinned bytes, share of memory_bytes, the largest cpu_offload_bytes that fits) for ``instances``
+    instances' worth of offload tier on memory_bytes of memory; None at or below the warning share."""
+    pinned = kv.pinned_host_bytes(offload_bytes) * instances
+    used = float(pinned) / memory_bytes
+    if used <= HOST_MEMORY_WARNING_SHARE:
+        return None
+    error = used > HOST_MEMORY_ERROR_SHARE
+    limit = HOST_MEMORY_ERROR_SHARE if error else HOST_MEMORY_WARNING_SHARE
+    fits = int(memory_bytes * limit / instances / kv.PINNED_HOST_FACTOR)
+    return ("error" if error else "warning"), codes[0 if error else 1], pinned, used, fits
 
 
 def numa_memory_findings(groups, offload_bytes, numa_memory_bytes, hw=None):
@@ -278,15 +288,12 @@ def _node_shares(group, hw):
 
 
 def _node_memory_finding(node, share, offload_bytes, node_bytes):
-    gib = 1024.0 ** 3
-    pinned = kv.pinned_host_bytes(offload_bytes) * share
-    used = float(pinned) / node_bytes
-    if used <= HOST_MEMORY_WARNING_SHARE:
+    verdict = _pinned_verdict(offload_bytes, share, node_bytes,
+                              ("offload_exceeds_numa_node_memory", "offload_numa_node_memory_tight"))
+    if not verdict:
         return []
-    level, code, limit = (("error", "offload_exceeds_numa_node_memory", HOST_MEMORY_ERROR_SHARE)
-                          if used > HOST_MEMORY_ERROR_SHARE else
-                          ("warning", "offload_numa_node_memory_tight", HOST_MEMORY_WARNING_SHARE))
-    fits = int(node_bytes * limit / share / kv.PINNED_HOST_FACTOR)
+    level, code, pinned, used, fits = verdict
+    gib = 1024.0 ** 3
     return [_finding(level, code,
                      "KV offload would pin about %.1f GiB on NUMA node %d (%g instance(s)' tier bound there by numactl "
                      "--membind or vLLM's per-worker --numa-bind, x %s x %.1f GiB of cpu_offload_bytes), %d %% of the "
