@@ -131,7 +131,8 @@ def render_nginx(opts, arm, port, workdir):
     via_router = arm not in NGINX_ARMS
     variables.update(
         ansible_managed="rendered by tests/gpu/router_ab.py", inventory_hostname="ab",
-        nginx_instances=[{"name": "e%d" % i, "port": p} for i, p in enumerate(opts.engine_ports)],
+        # A router arm measures the router alone: no instances as backup servers (the role's router mode adds them).
+        nginx_instances=[] if via_router else [{"name": "e%d" % i, "port": p} for i, p in enumerate(opts.engine_ports)],
         nginx_upstream_router="127.0.0.1:%d" % opts.router_port if via_router else "",
         nginx_listen_port=port, nginx_balancing="least_conn", nginx_session_header="",
         nginx_access_log=str(workdir / "access.log"), nginx_error_log=str(workdir / "error.log"),
