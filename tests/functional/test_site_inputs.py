@@ -134,3 +134,15 @@ def test_plan_that_does_not_fit_the_gpus_stops_before_any_change(tmp_path, hub):
     # The snapshot was resolved on the hub (check mode) before the plan refused the GPUs.
     assert "Resolve the snapshot at its source" in out
     assert not os.path.exists("/srv/models/Qwen3-32B")
+
+
+@pytest.mark.skipif(NOT_ROOT, reason="runs site.yml as root against this machine, as CI does")
+def test_a_release_pypi_cannot_install_stops_before_any_change(tmp_path, hub):
+    """vllm_version 0.34.0 (its wheel pins flashinfer-python==0.7.3, which PyPI never had): the input check names the
+    pin and the ways out before any role changed the host, not pip after host_tuning, mig and model_storage ran."""
+    inventory = copy_example(tmp_path, "h100x4", gpufleet_model_revision=hub.commit, model_weights_endpoint=hub.endpoint,
+                             vllm_version="0.34.0")
+    before = host_state()
+    result = run_site(tmp_path, inventory)
+    assert_stopped_unchanged(result, before, "vllm_version 0.34.0 cannot be installed from PyPI",
+                             "flashinfer-python==0.7.3", "vllm_requirements_exclude")
