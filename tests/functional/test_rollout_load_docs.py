@@ -19,7 +19,8 @@ SCENARIO = ROOT / "extensions" / "molecule" / "vllm_serve"
 
 def _load_vars():
     plays = yaml.safe_load((SCENARIO / "verify.yml").read_text())
-    for task in plays[0]["tasks"]:
+    # verify.yml's top-level tasks are feature blocks (test_scenario_features.py): look inside them too.
+    for task in [t for top in plays[0]["tasks"] for t in [top] + top.get("block", [])]:
         if task.get("ansible.builtin.include_tasks") == "tasks/load.yml":
             return task["vars"]["_ld_load"]
     raise AssertionError("verify.yml does not include tasks/load.yml")
