@@ -9,14 +9,15 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 module: service_unit
-short_description: Install or roll back the Ray node's, vLLM router's or DCGM exporter's unit, checked before it goes live
+short_description: Install or roll back the Ray node's, vLLM router's, DCGM exporter's or persistence daemon's unit, checked first
 version_added: 0.1.0
 author:
   - gpufleet.vllm maintainers (@gpufleet)
 description:
   - Writes one unit of a kind with the collection's one unit writer (the one the vllm_units module uses for the vLLM
-    instances) - the Ray node of a group on Ray (the vllm role), vLLM's router (the router role) or NVIDIA's DCGM
-    exporter (the monitoring role).
+    instances) - the Ray node of a group on Ray (the vllm role), vLLM's router (the router role), NVIDIA's DCGM
+    exporter (the monitoring role) or NVIDIA's persistence daemon where the driver ships no unit (the host_tuning
+    role).
   - With O(state=present) it renders the unit, compares it with the live file, checks a changed unit on its staged
     copy with C(systemd-analyze verify) (any error, or any line about the unit, refuses it and leaves the live unit
     as it was), keeps the live unit as the rollback copy in O(rollback_dir), writes the new one atomically and
@@ -28,7 +29,7 @@ options:
   kind:
     description: The unit kind.
     type: str
-    choices: [ray, router, dcgm]
+    choices: [ray, router, dcgm, persistenced]
     required: true
   settings:
     description:
@@ -41,6 +42,8 @@ options:
         C(drained_dir), C(python), C(launcher), C(user), C(group).
       - For V(dcgm) - C(header), C(unit_name), C(exporter) (the program), C(counters), C(port), C(hostengine)
         (connect to a running nvidia-dcgm), C(hostengine_address).
+      - For V(persistenced) - C(header), C(unit_name), C(program) (nvidia-persistenced), C(user) (the account the
+        daemon drops root for).
       - O(state=rollback) reads only C(unit_name).
     type: dict
     required: true
@@ -128,7 +131,7 @@ from ansible_collections.gpufleet.vllm.plugins.module_utils.units import service
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            kind=dict(type="str", choices=["ray", "router", "dcgm"], required=True),
+            kind=dict(type="str", choices=["ray", "router", "dcgm", "persistenced"], required=True),
             settings=dict(type="dict", required=True),
             state=dict(type="str", choices=["present", "rollback"], default="present"),
             unit_dir=dict(type="path", default="/etc/systemd/system"),

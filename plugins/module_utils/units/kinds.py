@@ -2,9 +2,10 @@
 # Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The unit kinds besides the vLLM instance (render.py), written by writer.py: the Ray node of a group on Ray
-(the vllm role, vllm_cluster_backend: ray), vLLM's router (the router role) and NVIDIA's DCGM exporter (the
-monitoring role). What the Jinja templates vllm-ray.service.j2, vllm-router.service.j2 and
-gpufleet-dcgm-exporter.service.j2 wrote, byte for byte (tests/fixtures/units/ray-*, router-*, dcgm-*).
+(the vllm role, vllm_cluster_backend: ray), vLLM's router (the router role), NVIDIA's DCGM exporter (the
+monitoring role) and NVIDIA's persistence daemon where the driver ships no unit (the host_tuning role). What the Jinja
+templates vllm-ray.service.j2, vllm-router.service.j2, gpufleet-dcgm-exporter.service.j2 and
+nvidia-persistenced.service.j2 wrote, byte for byte (tests/fixtures/units/ray-*, router-*, dcgm-*, persistenced-*).
 
 ``settings`` holds the role's values under short names (KIND_SETTINGS); the service_unit module's ``settings``
 option documents them. Option names in errors are ``settings.<key>``.
@@ -25,6 +26,7 @@ KIND_SETTINGS = {
     "router": ("header", "unit_name", "version", "model", "policy", "host", "config", "drained_dir", "python",
                "launcher", "user", "group"),
     "dcgm": ("header", "unit_name", "exporter", "counters", "port", "hostengine", "hostengine_address"),
+    "persistenced": ("header", "unit_name", "program", "user"),
 }
 _TRUE = ("1", "true", "yes", "on", "y", "t")
 
@@ -136,11 +138,25 @@ def dcgm_unit(s):
     return writer.text(["# " + writer.value(s["header"], "settings.header")], unit, service)
 
 
-KINDS = {"ray": ray_unit, "router": router_unit, "dcgm": dcgm_unit}
+def persistenced_unit(s):
+    """NVIDIA's persistence daemon as NVIDIA's sample unit runs it (nvidia-persistenced/init/systemd): forking, the
+    daemon dropping root for ``user``. Only where the driver shipped no unit of its own."""
+    _check("persistenced", s)
+    unit = ["[Unit]", "Description=NVIDIA Persistence Daemon (keeps GPUs initialised between CUDA processes)",
+            "Wants=syslog.target"]
+    service = ["[Service]", "Type=forking",
+               "# As NVIDIA's sample unit (nvidia-persistenced/init/systemd): the daemon drops root for this user.",
+               writer.exec_start([s["program"], "--user", s["user"], "--verbose"], "settings.user"),
+               "ExecStopPost=/bin/rm -rf /var/run/nvidia-persistenced",
+               "PIDFile=/var/run/nvidia-persistenced/nvidia-persistenced.pid"]
+    return writer.text([writer.comment(writer.value(s["header"], "settings.header"))], unit, service)
+
+
+KINDS = {"ray": ray_unit, "router": router_unit, "dcgm": dcgm_unit, "persistenced": persistenced_unit}
 
 
 def render_kind(kind, settings):
-    """The unit text of one ``kind`` (ray, router, dcgm) from its settings."""
+    """The unit text of one ``kind`` (ray, router, dcgm, persistenced) from its settings."""
     if kind not in KINDS:
         _check(kind, settings or {})
     try:

@@ -48,6 +48,10 @@ DCGM = {"header": "Ansible managed", "unit_name": "gpufleet-dcgm-exporter", "exp
         "counters": "/etc/dcgm-exporter/gpufleet-counters.csv", "port": 9400, "hostengine": False,
         "hostengine_address": "localhost:5555"}
 
+# The host_tuning role's defaults (roles/host_tuning/defaults/main.yml, vars/main.yml).
+PERSISTENCED = {"header": "Ansible managed", "unit_name": "nvidia-persistenced",
+                "program": "/usr/bin/nvidia-persistenced", "user": "nvidia-persistenced"}
+
 
 def _with(base, **changes):
     out = copy.deepcopy(base)
@@ -72,6 +76,8 @@ CASES = [
         config="/etc/r$outer/router.json")),
     ("dcgm-embedded", "dcgm", DCGM),
     ("dcgm-hostengine", "dcgm", _with(DCGM, hostengine=True)),
+    ("persistenced-default", "persistenced", PERSISTENCED),
+    ("persistenced-other-user", "persistenced", _with(PERSISTENCED, user="gpu-persist")),
 ]
 
 
@@ -104,11 +110,13 @@ ROUTER_KEYS = ["user", "group", "unit_name", "model", "policy", "host", "config"
 
 
 DCGM_KEYS = ["header", "counters", "port", "hostengine_address", "exporter"]
+PERSISTENCED_KEYS = ["header", "unit_name", "program", "user"]
 
 
 @pytest.mark.parametrize("bad", BAD_VALUES)
 @pytest.mark.parametrize("kind, base, key", [("ray", RAY, k) for k in RAY_KEYS] + [("router", ROUTER, k) for k in ROUTER_KEYS]
-                         + [("dcgm", _with(DCGM, hostengine=True), k) for k in DCGM_KEYS])
+                         + [("dcgm", _with(DCGM, hostengine=True), k) for k in DCGM_KEYS]
+                         + [("persistenced", PERSISTENCED, k) for k in PERSISTENCED_KEYS])
 def test_a_control_character_in_any_value_is_refused_naming_the_option(kind, base, key, bad):
     with pytest.raises(UserError) as err:
         kinds.render_kind(kind, _with(base, **{key: bad}))
