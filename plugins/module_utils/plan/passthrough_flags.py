@@ -42,15 +42,9 @@ def _finding(level, code, message, fix):
 
 
 def flag_values(extra_args, flag):
-    """Every value given for ``flag`` in an argv list, as ``--flag v`` or ``--flag=v`` (None: no value)."""
-    args = [str(a) for a in (extra_args or [])]
-    out = []
-    for i, arg in enumerate(args):
-        if arg == flag:
-            out.append(args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("--") else None)
-        elif arg.startswith(flag + "="):
-            out.append(arg.split("=", 1)[1])
-    return out
+    """Every value given for ``flag`` in extra_args (None: no value): the one flag reader, cli_flags.flag_values
+    (``--flag v``, ``--flag=v``, and the abbreviations vLLM's argparse accepts)."""
+    return cli_flags.flag_values(extra_args, flag)
 
 
 def human_readable_int(text):

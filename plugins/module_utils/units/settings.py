@@ -173,13 +173,8 @@ def secret_checks(hf_token, api_key):
 
 
 def argv_ports(argv):
-    """The ports an argv gives with --port=N or --port N."""
-    words = [str(w) for w in argv]
-    ports = [w[len("--port="):] for w in words if w.startswith("--port=")]
-    if "--port" in words:
-        at = words.index("--port") + 1
-        ports.append(words[at] if at < len(words) else "")
-    return ports
+    """The ports an argv gives (cli_flags, the one flag reader: --port N, --port=N, an abbreviation; "" for none)."""
+    return ["" if port is None else port for port in cli_flags.flag_values(argv, "--port")]
 
 
 def instance_checks(instances):

@@ -144,3 +144,17 @@ def test_a_repeated_flag_reads_as_argparse_reads_it_everywhere():
 ])
 def test_flag_map(argv, expected):
     assert cli_flags.flag_map(argv) == expected
+
+
+# The planner and the hand-written instance check read values through the one reader: an abbreviation argparse
+# accepts is the flag (vLLM would run with it), and the last of a repeated flag is what argparse keeps.
+@pytest.mark.parametrize("extra_args, flag, expected", [
+    (["--max-num-seqs", "8"], "--max-num-seqs", ["8"]),
+    (["--max-num-seq", "8"], "--max-num-seqs", ["8"]),
+    (["--max_num_seqs=8"], "--max-num-seqs", ["8"]),
+    (["--max-num-seqs", "4", "--max-num-seqs=16"], "--max-num-seqs", ["4", "16"]),
+    (["--max-num-batched-tokens", "4096"], "--max-num-seqs", []),
+    (["--limit-mm-per-prom", '{"image": 0}'], "--limit-mm-per-prompt", ['{"image": 0}']),
+])
+def test_the_planners_flag_reader_is_the_one_reader(extra_args, flag, expected):
+    assert passthrough_flags.flag_values(extra_args, flag) == expected

@@ -153,6 +153,8 @@ def test_hf_token_characters():
     (instance(argv=GOOD["argv"][:5] + ["--port", "8001"], port=8000), False),   # vLLM listens on 8001, nginx uses 8000
     (instance(argv=GOOD["argv"][:5] + ["--port=8000"], port=8000), True),
     (instance(argv=GOOD["argv"][:5] + ["--port=9000"], port=8000), False),
+    (instance(argv=GOOD["argv"][:5] + ["--por", "9000"], port=8000), False),  # argparse reads --por as --port
+    (instance(argv=GOOD["argv"][:5] + ["--po=8000"], port=8000), True),
     (instance(cuda_visible_devices="0\nExecStartPre=/x"), False),             # the CPU platform skipped this check
     (instance(cuda_visible_devices=""), True),                                # the CPU build needs no GPU
 ])
