@@ -41,12 +41,6 @@ def _finding(level, code, message, fix):
     return {"level": level, "code": code, "message": message, "fix": fix}
 
 
-def flag_values(extra_args, flag):
-    """Every value given for ``flag`` in extra_args (None: no value): the one flag reader, cli_flags.flag_values
-    (``--flag v``, ``--flag=v``, and the abbreviations vLLM's argparse accepts)."""
-    return cli_flags.flag_values(extra_args, flag)
-
-
 def human_readable_int(text):
     """vLLM's ``human_readable_int``; ValueError on what it refuses."""
     value = str(text).strip()
@@ -62,7 +56,7 @@ def human_readable_int(text):
 
 
 def _one_int(p, flag, parse, findings):
-    values = flag_values(p.get("extra_args"), flag)
+    values = cli_flags.flag_values(p.get("extra_args"), flag)
     if not values:
         return None
     try:
@@ -100,7 +94,7 @@ def _kv_cache_memory(p, findings):
 
 
 def _limit_mm(p, findings):
-    values = flag_values(p.get("extra_args"), "--limit-mm-per-prompt")
+    values = cli_flags.flag_values(p.get("extra_args"), "--limit-mm-per-prompt")
     if not values:
         return {}
     try:

@@ -16,7 +16,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.passthrough_flags import flag_values
+from ansible_collections.gpufleet.vllm.plugins.module_utils.cli_flags import flag_values
 
 
 def _ceil_div(a, b):

@@ -157,4 +157,5 @@ def test_flag_map(argv, expected):
     (["--limit-mm-per-prom", '{"image": 0}'], "--limit-mm-per-prompt", ['{"image": 0}']),
 ])
 def test_the_planners_flag_reader_is_the_one_reader(extra_args, flag, expected):
-    assert passthrough_flags.flag_values(extra_args, flag) == expected
+    assert cli_flags.flag_values(extra_args, flag) == expected
+    assert not hasattr(passthrough_flags, "flag_values")  # no second reader beside it
