@@ -14,9 +14,17 @@ start=$(date +%s)
 # of ours, so a step still running at this deadline is stopped instead (TIMED OUT, with the end of its log and the
 # task it was in), the steps not yet started are NOT RUN, and the summary is printed in time.
 suite_deadline "${GPUFLEET_SUITE_BUDGET:-5000}" "$start"
-"$ROOT/scripts/setup.sh"
+# The test-host image (debootstrap and an apt install in it: network and dpkg, a few minutes on a fresh machine) is
+# only needed by Molecule: it builds beside sanity, units and pytest instead of before them.
+"$ROOT/scripts/setup.sh" --no-image
 activate_venv
 log "$(disk_line)"
+mkdir -p "$BUILD/logs"
+image_pid=""
+if [ "$quick" = 0 ]; then
+  "$ROOT/scripts/build-testhost-image.sh" >"$BUILD/logs/testhost-image.log" 2>&1 &
+  image_pid=$!
+fi
 
 # The CPU wheelhouse (~860 MB on a fresh machine, network-bound) downloads while the static checks and
 # pytest keep the cores busy; the Molecule scenarios wait for it.
@@ -95,6 +103,11 @@ run_scenarios() {
   wait "$wheelhouse_pid" || wh_rc=$?
   cat "$wheelhouse_log" >&2
   [ "$wh_rc" = 0 ] || { record molecule:wheelhouse "$wh_rc" "$start"; return 0; }
+  log "test-host image (built beside sanity, units and pytest; log: $BUILD/logs/testhost-image.log)"
+  local image_rc=0
+  wait "$image_pid" || image_rc=$?
+  cat "$BUILD/logs/testhost-image.log" >&2
+  [ "$image_rc" = 0 ] || { record molecule:image "$image_rc" "$start"; return 0; }
   GPUFLEET_CPU_WHEELHOUSE=$(tail -1 "$BUILD/logs/wheelhouse.path")
   export GPUFLEET_CPU_WHEELHOUSE
   # Disk: the engine scenarios' hosts (vllm_serve, and multinode's two, side by side) each install vLLM's CPU build,
