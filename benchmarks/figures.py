@@ -9,6 +9,9 @@ Inputs, all committed and all raw (vLLM's own result keys, the engines' /metrics
   window (prefix-cache hits over queries);
 - the front-door A/B (tests/fixtures/router/h200-0.26.0/results.json, tests/gpu/router_ab.py): every run with its
   repeat, vLLM's figures and each engine's requests and prefix-cache counters;
+- the front door over four traffic shapes (tests/fixtures/router/h200-0.26.0-shapes/call{1,2,3}/results.json and
+  host.txt, router_ab.py): every run of every front, its repeat, the figures of vLLM's result (or of router_ab.py's
+  own chat client), each engine's requests and prefix-cache counters, and each shape's ceiling hit rate;
 - the tuner's H200 calls (tests/fixtures/tune/h200-0.26.0-qwen3-8b/call3/results.json and the KV-bound case
   tests/fixtures/tune/h200-0.26.0-kv/call3/results.json, all calls merged): each candidate's runs with their point
   seed (the prompt set) and vLLM's `request_goodput`, and the tuner's decision;
@@ -27,6 +30,7 @@ hand: `--check` fails when the committed page differs from what the raw files gi
 """
 
 import argparse
+import gzip
 import json
 import os
 import re
@@ -40,6 +44,23 @@ BENCH_RUNS = [("tests/fixtures/bench/h200-0.26.0/results.json", "eaf43fa",
               ("tests/fixtures/bench/h200-0.26.0-20261202/32k/results.json", "47b5a1b", "every point its own seed"),
               ("tests/fixtures/bench/h200-0.26.0-20261202/128k/results.json", "47b5a1b", "every point its own seed")]
 ROUTER_AB = ("tests/fixtures/router/h200-0.26.0/results.json", "3b0115a")
+# The four traffic shapes (issue 47 item 4): one folder, one results.json per device call (each shape's repeats ran
+# within one call), the shapes taken from each call (call 1's random ran once before its budget ended: call 2 ran it
+# again, twice; call 3 is the chat shape with 32 sessions), and the commit of the tree that ran (README says what
+# was uncommitted on top).
+ROUTER_SHAPES = ("tests/fixtures/router/h200-0.26.0-shapes",
+                 [("call1/results.json", {"prefix": "prefix", "sysprompt": "sysprompt"}),
+                  ("call2/results.json", {"chat_header": "chat_header", "chat_noheader": "chat_noheader",
+                                          "random": "random"}),
+                  ("call3/results.json", {"chat_header": "chat_header_32"})], "734cd66")
+SHAPE_TITLES = [("prefix", "distinct long prefixes"), ("sysprompt", "a shared system prompt + distinct documents"),
+                ("chat_header", "chat sessions with an X-Session-Id header"),
+                ("chat_noheader", "the same chat sessions without the header"),
+                ("chat_header_32", "32 chat sessions with the header"), ("random", "no reuse")]
+# The issue's acceptance: each engine between 35 % and 65 % of the requests; throughput >= least_conn's within noise
+# (NOISE: the tuner's noise band); on the prefix and chat shapes >= 90 % of the ceiling hit rate and >= 1.3x.
+NOISE = 0.05
+REUSE_SHAPES = ("prefix", "chat_header", "chat_noheader", "chat_header_32")
 TUNE = ("tests/fixtures/tune/h200-0.26.0-qwen3-8b/call3/results.json", "92664c2")
 TUNE_KV = ("tests/fixtures/tune/h200-0.26.0-kv/call3/results.json", "5d9616c")
 RESTARTS = [("tests/fixtures/startup/restart-timing-h200-0.26.0/restart_timing.json", "24388f5"),
@@ -185,12 +206,149 @@ def ab_section():
                  path, version, meta["kv_tokens"], meta["started"], commit,
                  "stopped early: " + doc["stopped_early"] if doc.get("stopped_early") else "every planned run done"),
              "", NGINX_HASH_NOTE + " The nginx role's default now (least_conn, and session affinity on an "
-             "`X-Session-Id` header, `nginx_session_header`) has NOT been measured on the H200 yet.", "",
+             "`X-Session-Id` header, `nginx_session_header`) is measured in [the next section](#front-door-shapes).", "",
              "Prefix workload ceiling hit rate (each prefix computed once): %s %%." % fmt(100.0 * ceiling(meta)),
              ""]
     lines += table(["workload", "front", "repeats", "failed/sent", "output tok/s", "x least_conn", "TTFT p50 ms",
                     "TTFT p90 ms", "requests per engine", "busiest engine", "hit rate"],
                    [ab_row(runs, arm, workload) for workload, arm in sorted(arms)])
+    return lines + [""]
+
+
+# ---- the front door over four traffic shapes ---------------------------------------------------------------------
+
+def shapes_runs():
+    """(each call's results.json, its host.txt, every run taken, relabelled to its shape, {shape: ceiling})."""
+    folder, calls, commit = ROUTER_SHAPES
+    docs, hosts, runs, ceilings = [], [], [], {}
+    for call, shapes in calls:
+        if not os.path.exists(os.path.join(ROOT, folder, call)):
+            continue
+        doc = load(os.path.join(folder, call))
+        docs.append(doc)
+        with open(os.path.join(ROOT, folder, os.path.dirname(call), "host.txt")) as handle:
+            hosts.append(handle.read().splitlines())
+        runs += [dict(r, workload=shapes[r["workload"]]) for r in doc["runs"] if r["workload"] in shapes]
+        ceilings.update((shapes[k], v) for k, v in (doc["meta"].get("ceilings") or {}).items() if k in shapes)
+    return docs, hosts, runs, ceilings
+
+
+def _option_of(doc, flag):
+    argv = doc["meta"]["argv"]
+    return argv[argv.index(flag) + 1] if flag in argv else "-"
+
+
+def shape_cell(runs, shape, arm):
+    """The figures of one front on one shape over its repeats (the worse repeat = lower output tok/s)."""
+    mine = sorted((r for r in runs if r["workload"] == shape and r["arm"] == arm), key=lambda r: r["repeat"])
+    if not mine:
+        return None
+    worse = min(mine, key=lambda r: r["output_throughput"] or 0)
+    ratios = _paired(runs, arm, shape)
+    return {"repeats": len(mine), "failed": sum(r["failed"] for r in mine),
+            "sent": sum(r["completed"] + r["failed"] for r in mine), "output": worse["output_throughput"],
+            "ratio": min(ratios) if ratios else None, "ttft_p50": max(r["ttft_p50_ms"] for r in mine),
+            "ttft_p90": max(r["ttft_p90_ms"] for r in mine),
+            "requests": [[int(e["requests"]) for e in r["engines"]] for r in mine],
+            "balance": max(max(e["requests"] for e in r["engines"]) / float(sum(e["requests"] for e in r["engines"]))
+                           for r in mine),
+            "hit": min(r["hit_rate"] for r in mine),
+            "hits": [[e["hit_rate"] for e in r["engines"]] for r in mine]}
+
+
+def acceptance(cell, shape, ceiling):
+    """[(clause, met)] of the issue's acceptance for one front on one shape."""
+    out = [("35-65 % per engine", cell["balance"] <= 0.65),
+           ("no failed request", cell["failed"] == 0),
+           (">= least_conn within %d %%" % round(NOISE * 100), cell["ratio"] is not None and cell["ratio"] >= 1 - NOISE)]
+    if shape in REUSE_SHAPES:
+        out += [(">= 90 % of the ceiling hit rate", cell["hit"] >= 0.9 * ceiling),
+                (">= 1.3x least_conn", cell["ratio"] is not None and cell["ratio"] >= 1.3)]
+    return out
+
+
+def shapes_section():
+    folder, calls, commit = ROUTER_SHAPES
+    docs, hosts, runs, ceilings = shapes_runs()
+
+    def ended(doc):
+        return "stopped early: " + doc["stopped_early"] if doc.get("stopped_early") else "every planned run done"
+
+    lines = ['<a id="front-door-shapes"></a>', "## The front door over four traffic shapes (tests/gpu/router_ab.py)", ""]
+    if not docs:
+        return lines + ["Not run yet: no %s." % ", ".join(os.path.join(folder, c) for c, shapes in calls), ""]
+    arms = []
+    for r in runs:
+        if r["arm"] not in arms:
+            arms.append(r["arm"])
+    with gzip.open(os.path.join(ROOT, folder, "engine-0.log.gz"), "rt", errors="replace") as handle:
+        found = re.search(r"version (\d+\.\d+\.\d+)", handle.read())
+    lines += ["`%s/call{1,2,3}/results.json` - vLLM %s on one %s (driver %s; the lent machine, `host.txt`), two "
+              "engines sharing that ONE GPU (KV tokens %s, the same engines for the three calls), calls started %s; "
+              "tree of commit %s with this change's router_ab.py; %s. Every arm of a repeat ran the same prompts; a "
+              "shape's two repeats ran in one call. Output tok/s is the worse repeat; `x least_conn` is paired per "
+              "repeat (the lower ratio); TTFT the higher of the repeats; requests per engine of each repeat; busier "
+              "engine: the larger share over the repeats; hit rate: the lower repeat, and over the shape's ceiling. On "
+              "one GPU an arm that sends everything to one engine looks fast (the idle engine leaves it the card; on a "
+              "fleet with one engine per GPU the other GPU would idle): read throughput beside the split. The chat "
+              "shapes use router_ab.py's own streaming client (`vllm bench serve` cannot send a header per session), "
+              "the others vLLM's own `vllm bench serve` (its function, in router_ab.py's process)." % (
+                  folder, found.group(1) if found else "unknown", hosts[0][2].split(",")[0],
+                  hosts[0][2].split(",")[-1].strip(), docs[0]["meta"].get("kv_tokens"),
+                  ", ".join(d["meta"]["started"] for d in docs), commit,
+                  "; ".join("call %d: %s" % (i + 1, ended(d)) for i, d in enumerate(docs))), ""]
+    prefix, sysprompt, chat, chat32 = docs[0], docs[0], docs[1], docs[-1]
+    lines += ["Shapes: prefix = %s prefixes x %s tokens + %s, %s requests each, concurrency %s; sysprompt = %s "
+              "requests of a shared %s-token head + %s own tokens, concurrency %s; chat = %s sessions x %s turns, "
+              "system prompt %s, %s new tokens and a %s-token answer per turn, sessions %s s apart, turns of a session "
+              "one after the other (chat_header_32: %s sessions); random = %s requests x %s tokens, concurrency %s; "
+              "%s output tokens everywhere." % (
+                  _option_of(prefix, "--num-prefixes"), _option_of(prefix, "--prefix-len"),
+                  _option_of(prefix, "--suffix-len"), _option_of(prefix, "--prompts-per-prefix"),
+                  _option_of(prefix, "--concurrency"),
+                  _option_of(sysprompt, "--sysprompt-num-prompts"), _option_of(sysprompt, "--sysprompt-prefix-len"),
+                  _option_of(sysprompt, "--sysprompt-input-len"), _option_of(sysprompt, "--sysprompt-concurrency"),
+                  _option_of(chat, "--chat-sessions"), _option_of(chat, "--chat-turns"),
+                  _option_of(chat, "--chat-system-tokens"), _option_of(chat, "--chat-user-tokens"),
+                  _option_of(chat, "--chat-answer-tokens"), _option_of(chat, "--chat-stagger"),
+                  _option_of(chat32, "--chat-sessions"), _option_of(chat, "--random-num-prompts"),
+                  _option_of(chat, "--random-input-len"), _option_of(chat, "--concurrency"),
+                  _option_of(prefix, "--output-len")), ""]
+    lines += ["Ceiling hit rates (router_ab.py `shape_ceiling`, worked out by hand in the fixture's README): %s." % (
+        "; ".join("%s %s %%" % (shape, fmt(100.0 * ceilings[shape], 2)) for shape, title in SHAPE_TITLES
+                  if shape in ceilings)), ""]
+    rows = []
+    for shape, title in SHAPE_TITLES:
+        for arm in arms:
+            cell = shape_cell(runs, shape, arm)
+            if cell is None:
+                continue
+            ceiling = ceilings.get(shape)
+            rows.append([shape, arm, str(cell["repeats"]), "%d/%d" % (cell["failed"], cell["sent"]), fmt(cell["output"]),
+                         fmt(cell["ratio"], 2) + "x" if cell["ratio"] is not None else "-",
+                         fmt(cell["ttft_p50"], 0), fmt(cell["ttft_p90"], 0),
+                         "; ".join(" / ".join(str(n) for n in split) for split in cell["requests"]),
+                         fmt(100.0 * cell["balance"], 0) + " %", fmt(100.0 * cell["hit"]) + " %",
+                         fmt(100.0 * cell["hit"] / ceiling, 0) + " %" if ceiling else "-"])
+    lines += table(["shape", "front", "repeats", "failed/sent", "output tok/s", "x least_conn", "TTFT p50 ms",
+                    "TTFT p90 ms", "requests per engine (each repeat)", "busier engine", "hit rate", "of ceiling"], rows)
+    lines += ["", "The issue's acceptance per front (35-65 %% of the requests per engine in every repeat; no failed "
+              "request; output tok/s >= least_conn's within %d %% (paired, the lower repeat); on the prefix and chat "
+              "shapes also >= 90 %% of the ceiling hit rate and >= 1.3x least_conn). `nginx_default` is the nginx "
+              "role's default front:" % round(NOISE * 100), ""]
+    rows = []
+    for arm in arms:
+        if arm == "nginx_least_conn":
+            continue
+        failing, shapes = [], []
+        for shape, title in SHAPE_TITLES:
+            cell = shape_cell(runs, shape, arm)
+            if cell is not None:
+                shapes.append(shape)
+                failing += ["%s: %s" % (shape, clause) for clause, met in acceptance(cell, shape, ceilings.get(shape, 0))
+                            if not met]
+        rows.append([arm, ", ".join(shapes), "all met" if not failing else "fails " + "; ".join(failing)])
+    lines += table(["front", "shapes measured", "acceptance"], rows)
     return lines + [""]
 
 
@@ -355,9 +513,10 @@ def render():
             "Generated by `benchmarks/figures.py` from the raw files each table names; "
             "`tests/functional/test_benchmark_figures.py` regenerates this page and fails when it differs. "
             "Do not edit by hand. The raw files, the scripts and the test are in the repository, not in the installed "
-            "collection. Sections: [bench role](#bench), [front door](#front-door), [tuner](#tuner), [tuner, KV-bound](#tuner-kv), "
+            "collection. Sections: [bench role](#bench), [front door](#front-door), "
+            "[front door, four shapes](#front-door-shapes), [tuner](#tuner), [tuner, KV-bound](#tuner-kv), "
             "[restarts](#restarts), [CPU length mix](#cpu-mix).", ""]
-    return "\n".join(head + bench_section() + ab_section() + tune_section() + tune_kv_section() + restart_section() +
+    return "\n".join(head + bench_section() + ab_section() + shapes_section() + tune_section() + tune_kv_section() + restart_section() +
                      cpu_mix_section())
 
 

@@ -59,3 +59,28 @@ def test_unknown_arm_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
         router_ab.parse(["--model", str(tmp_path), "--out", str(tmp_path), "--arms", "nginx_least_conn,cache-aware"])
     assert "unknown arm 'cache-aware'" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not pathlib.Path(NGINX).exists(), reason="no nginx binary")
+def test_nginx_default_is_the_roles_default_front(tmp_path):
+    """nginx_default: the role's defaults as they are (session affinity on X-Session-Id, else least_conn)."""
+    opts = _opts(tmp_path)
+    conf = router_ab.render_nginx(opts, "nginx_default", opts.front_port, tmp_path).read_text()
+    engines = ["127.0.0.1:18700", "127.0.0.1:18701"]
+    assert re.findall(r"^\s*server (\S+) ", conf, flags=re.M) == engines + engines  # two upstreams, same engines
+    assert "least_conn;" in conf and "hash $http_x_session_id consistent;" in conf
+    assert "map $http_x_session_id $gpufleet_upstream" in conf
+    assert "proxy_pass http://$gpufleet_upstream/v1/completions$is_args$args;" in conf
+    assert "$prefix_key" not in conf and "proxy_request_buffering off;" in conf
+    proc = subprocess.run([NGINX, "-e", str(tmp_path / "error.log"), "-t", "-p", str(tmp_path), "-c",
+                           str(tmp_path / "nginx.conf")], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.skipif(not pathlib.Path(NGINX).exists(), reason="no nginx binary")
+@pytest.mark.parametrize("arm", ["cache_aware_tight", "consistent_hash_header"])
+def test_router_arms_pass_the_clients_header_through(tmp_path, arm):
+    opts = _opts(tmp_path)
+    conf = router_ab.render_nginx(opts, arm, opts.front_port, tmp_path).read_text()
+    assert re.findall(r"^\s*server (\S+) ", conf, flags=re.M) == ["127.0.0.1:18710"]
+    assert "X-Session-Id" not in conf and "$prefix_key" not in conf and "hash " not in conf

@@ -6,19 +6,38 @@
 Fronts ("arms"), each started fresh per run, the engines' prefix caches reset before every run
 (POST /reset_prefix_cache, which needs VLLM_SERVER_DEV_MODE=1: set on these test engines only, loopback):
   nginx_least_conn   the collection's own nginx template (roles/nginx), least_conn over the two engines
+  nginx_default      the same template with the role's defaults: a request with an `X-Session-Id` header goes to
+                     the engine the header's value hashes to (`nginx_session_header`, consistent), else least_conn
   nginx_hash         the same template, `hash $prefix_key consistent`: the key is the first --prefix-key-chars
                      characters of the request body (nginx derives it, no tokenizer round-trip)
   round_robin        nginx (router mode, nginx_upstream_router) -> vllm-router --policy round_robin
   cache_aware        nginx -> vllm-router --policy cache_aware (--cache-threshold, --balance-*-threshold)
   consistent_hash    nginx -> vllm-router --policy consistent_hash, nginx sending the same $prefix_key as the
                      X-Session-Id header (vllm-router 0.1.17 hashes that header)
+  cache_aware_tight  cache_aware with --tight-abs-threshold / --tight-rel-threshold (load balancing kicks in sooner)
+  consistent_hash_header  nginx -> vllm-router --policy consistent_hash on the client's own X-Session-Id header
   power_of_two, random, sticky_least_loaded: nginx -> vllm-router with that policy
-Workloads: `vllm bench serve --dataset-name prefix_repetition` (many requests per prefix) at each
---concurrency, --repeats times (the report keeps the WORSE repeat: lower output tok/s), and a no-reuse one
-(`--dataset-name random`) for --random-arms. Per run: output tok/s, request/s, TTFT p50/p90, and each engine's
-prefix-cache hit rate from its own /metrics (vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total,
-delta over the run). Writes OUT/results.json and OUT/results.md (ratios against nginx_least_conn), after
-every run, so --budget-seconds (or a kill) still leaves what was measured.
+Traffic shapes (--shapes; the default `prefix,random` is the original A/B):
+  prefix         `vllm bench serve --dataset-name prefix_repetition` (many requests per distinct long prefix) at each
+                 --concurrency, arms --arms
+  sysprompt      `vllm bench serve --dataset-name random --random-prefix-len P --random-input-len I`: one shared
+                 system prompt + distinct documents, --sysprompt-concurrency, arms --sysprompt-arms
+  chat_header    multi-turn chat sessions (this script's own streaming client, not vLLM's): --chat-sessions
+                 sessions of --chat-turns turns, all starting with the same --chat-system-tokens system prompt; each
+                 turn = the previous turns + the previous answer + --chat-user-tokens new words; turns of a session
+                 sequential, sessions concurrent (started --chat-stagger seconds apart); every request carries
+                 `X-Session-Id: <the session's id>`; arms --chat-arms
+  chat_noheader  the same sessions without the header
+  random         no reuse (`--dataset-name random`), at the last --concurrency, arms --random-arms
+Each shape runs --repeats times, every arm of a repeat on the same prompts (same seed); the report keeps the WORSE
+repeat (lower output tok/s) and pairs ratios per repeat. Runs go repeat by repeat (all shapes and arms of repeat 0,
+then repeat 1), so a budget stop loses the last repeat first. Per run: output tok/s, request/s, TTFT p50/p90,
+failed/sent, each engine's requests and prefix-cache hit rate from its own /metrics
+(vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total, delta over the run), the balance (the busier
+engine's share of the requests) and the shape's ceiling hit rate (shape_ceiling). Writes OUT/results.json and
+OUT/results.md (ratios against nginx_least_conn), after every run, so --budget-seconds (or a kill) still leaves
+what was measured. --keep-engines leaves the engines running (own process sessions); a later call with
+--reuse-engines (and the same --engine-log-dir) measures on them when both still answer, else starts its own.
 
   PYTHONPATH=/path/to/vllm-site python3 tests/gpu/router_ab.py --model /models/qwen3-8b \\
       --router-bin /opt/router/bin/vllm-router --nginx-bin /opt/nginx/sbin/nginx --out /tmp/ab \\
@@ -34,11 +53,13 @@ import argparse
 import json
 import os
 import pathlib
+import random
 import re
 import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -47,7 +68,12 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 NGINX_ROLE = ROOT / "roles" / "nginx"
 ROUTER_POLICIES = ("round_robin", "cache_aware", "consistent_hash", "power_of_two", "random", "sticky_least_loaded",
                    "kv_aware")
-NGINX_ARMS = ("nginx_least_conn", "nginx_hash")
+NGINX_ARMS = ("nginx_least_conn", "nginx_hash", "nginx_default")
+# Router arms that are a policy with other settings: arm -> vllm-router --policy
+ARM_POLICY = {"cache_aware_tight": "cache_aware", "consistent_hash_header": "consistent_hash"}
+ALL_ARMS = NGINX_ARMS + ROUTER_POLICIES + tuple(ARM_POLICY)
+SHAPES = ("prefix", "sysprompt", "chat_header", "chat_noheader", "random")
+BLOCK = 16  # vLLM's KV block (tokens): prefix-cache hits are whole blocks
 SAMPLE = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)')
 
 
@@ -134,9 +160,13 @@ def render_nginx(opts, arm, port, workdir):
         # A router arm measures the router alone: no instances as backup servers (the role's router mode adds them).
         nginx_instances=[] if via_router else [{"name": "e%d" % i, "port": p} for i, p in enumerate(opts.engine_ports)],
         nginx_upstream_router="127.0.0.1:%d" % opts.router_port if via_router else "",
-        nginx_listen_port=port, nginx_balancing="least_conn", nginx_session_header="",
+        nginx_listen_port=port,
         nginx_access_log=str(workdir / "access.log"), nginx_error_log=str(workdir / "error.log"),
         nginx_client_max_body_size="64m")
+    if arm != "nginx_default":
+        # Every other arm: least_conn alone (no session upstream); nginx_default keeps the role's defaults
+        # (nginx_balancing least_conn + nginx_session_header X-Session-Id).
+        variables.update(nginx_balancing="least_conn", nginx_session_header="")
     conf = Templar(loader=DataLoader(), variables=variables).template(
         trust_as_template((NGINX_ROLE / "templates" / "nginx.conf.j2").read_text()))
     # Root: workers as root (they write the temp folders here); otherwise nginx ignores `user` with a warning.
@@ -165,6 +195,23 @@ def render_nginx(opts, arm, port, workdir):
     return path
 
 
+def router_argv(opts, arm):
+    """vllm-router's command line for a router arm (ARM_POLICY maps an arm to its policy)."""
+    argv = ([opts.router_bin, "--host", "127.0.0.1", "--port", str(opts.router_port), "--worker-urls"]
+            + opts.engine_urls
+            + ["--policy", ARM_POLICY.get(arm, arm), "--prometheus-host", "127.0.0.1", "--prometheus-port",
+               str(opts.router_port + 1), "--log-level", "warning"])
+    if arm == "cache_aware":
+        argv += ["--cache-threshold", str(opts.cache_threshold),
+                 "--balance-abs-threshold", str(opts.balance_abs_threshold),
+                 "--balance-rel-threshold", str(opts.balance_rel_threshold)]
+    if arm == "cache_aware_tight":
+        argv += ["--cache-threshold", str(opts.cache_threshold),
+                 "--balance-abs-threshold", str(opts.tight_abs_threshold),
+                 "--balance-rel-threshold", str(opts.tight_rel_threshold)]
+    return argv + shlex.split(opts.router_args)
+
+
 class Front(object):
     """nginx (and, for a router arm, vllm-router behind it) for one run."""
 
@@ -176,15 +223,7 @@ class Front(object):
         opts = self.opts
         self.workdir.mkdir(parents=True, exist_ok=True)
         if self.arm not in NGINX_ARMS:
-            argv = ([opts.router_bin, "--host", "127.0.0.1", "--port", str(opts.router_port), "--worker-urls"]
-                    + opts.engine_urls
-                    + ["--policy", self.arm, "--prometheus-host", "127.0.0.1", "--prometheus-port",
-                       str(opts.router_port + 1), "--log-level", "warning"])
-            if self.arm == "cache_aware":
-                argv += ["--cache-threshold", str(opts.cache_threshold),
-                         "--balance-abs-threshold", str(opts.balance_abs_threshold),
-                         "--balance-rel-threshold", str(opts.balance_rel_threshold)]
-            argv += shlex.split(opts.router_args)
+            argv = router_argv(opts, self.arm)
             proc = spawn(argv, self.workdir / "router.log")
             self.procs.append(proc)
             wait_http("http://127.0.0.1:%d/health" % opts.router_port, 60, proc, "vllm-router")
@@ -212,8 +251,28 @@ def _engine_wait(opts):
     return max(5, min(opts.engine_timeout, opts.budget_seconds - (time.time() - opts.t0) - 10))
 
 
+def engines_answer(opts):
+    for url in opts.engine_urls:
+        try:
+            if http(url + "/health", timeout=5)[0] != 200:
+                return False
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+    return True
+
+
+def logged_kv(opts):
+    kv = []
+    for i in range(len(opts.engine_ports)):
+        path = opts.engine_log_dir / ("engine-%d.log" % i)
+        found = re.findall(r"KV cache size: ([0-9,]+) tokens", path.read_text(errors="replace")) if path.exists() else []
+        kv.append(int(found[-1].replace(",", "")) if found else None)
+    return kv
+
+
 def start_engines(opts, out, procs):
     """Start both engines into ``procs`` (the caller stops them, also when this fails) and return their KV tokens."""
+    opts.engine_log_dir.mkdir(parents=True, exist_ok=True)
     for i, port in enumerate(opts.engine_ports):
         argv = [opts.python, "-m", "vllm.entrypoints.cli.main", "serve", opts.model, "--served-model-name",
                 opts.served_name, "--host", "127.0.0.1", "--port", str(port), "--max-model-len",
@@ -226,17 +285,15 @@ def start_engines(opts, out, procs):
             argv += ["--gpu-memory-utilization", str(opts.gpu_memory_utilization)]
         argv += shlex.split(opts.engine_args)
         log("engine %d: %s" % (i, " ".join(shlex.quote(a) for a in argv)))
-        procs.append(spawn(argv, out / ("engine-%d.log" % i), env))
+        procs.append(spawn(argv, opts.engine_log_dir / ("engine-%d.log" % i), env))
         if opts.platform == "cuda" and i == 0:
             # The second engine sizes its KV from what the first left free: start them one after the other.
             wait_http("http://127.0.0.1:%d/health" % port, _engine_wait(opts), procs[0], "engine 0")
     for i, port in enumerate(opts.engine_ports):
         wait_http("http://127.0.0.1:%d/health" % port, _engine_wait(opts), procs[i], "engine %d" % i)
-    kv = []
-    for i in range(len(opts.engine_ports)):
-        found = re.findall(r"KV cache size: ([0-9,]+) tokens", (out / ("engine-%d.log" % i)).read_text(errors="replace"))
-        kv.append(int(found[-1].replace(",", "")) if found else None)
-    return kv
+    if opts.keep_engines:
+        (opts.engine_log_dir / "engines.pid").write_text("".join("%d\n" % p.pid for p in procs))
+    return logged_kv(opts)
 
 
 def reset_caches(opts):
@@ -244,6 +301,173 @@ def reset_caches(opts):
         status = http(url + "/reset_prefix_cache", method="POST", timeout=60)[0]
         if status != 200:
             raise RuntimeError("%s/reset_prefix_cache answered %s (VLLM_SERVER_DEV_MODE=1 is set)" % (url, status))
+
+
+# --- the shapes' pure parts: ceilings, balance, percentiles, chat conversations ------------------------------------
+def whole_blocks(tokens, block=BLOCK):
+    """Tokens of a prefix the prefix cache can hold: whole blocks only."""
+    return tokens // block * block
+
+
+def prefix_ceiling(per_prefix, prefix_len, suffix_len, block=BLOCK):
+    """prefix_repetition: each prefix computed once, every later request of it a hit (the prefix's whole blocks)."""
+    return (per_prefix - 1) * whole_blocks(prefix_len, block) / float(per_prefix * (prefix_len + suffix_len))
+
+
+def sysprompt_ceiling(num_prompts, prefix_len, input_len, engines=2, block=BLOCK):
+    """One shared head + distinct documents, spread over `engines`: the head computed once per engine."""
+    return (num_prompts - engines) * whole_blocks(prefix_len, block) / float(num_prompts * (prefix_len + input_len))
+
+
+def chat_ceiling(sessions, turns, system, user, answer, engines=2, block=BLOCK):
+    """Multi-turn chat: turn t's prompt = system + (t-1) x (user + answer) + user. At best a turn finds the previous
+    turn's prompt and answer cached (whole blocks) and a session's first turn finds the system prompt, computed once
+    per engine (a front that uses both engines computes it twice)."""
+    queried = hits = 0
+    for turn in range(1, turns + 1):
+        queried += sessions * (system + (turn - 1) * (user + answer) + user)
+        if turn > 1:
+            hits += sessions * whole_blocks(system + (turn - 1) * (user + answer), block)
+    hits += (sessions - min(engines, sessions)) * whole_blocks(system, block)
+    return hits / float(queried)
+
+
+def shape_ceiling(opts, shape):
+    if shape == "prefix":
+        return prefix_ceiling(opts.prompts_per_prefix, opts.prefix_len, opts.suffix_len)
+    if shape == "sysprompt":
+        return sysprompt_ceiling(opts.sysprompt_num_prompts, opts.sysprompt_prefix_len, opts.sysprompt_input_len)
+    if shape.startswith("chat"):
+        return chat_ceiling(opts.chat_sessions, opts.chat_turns, opts.chat_system_tokens, opts.chat_user_tokens,
+                            opts.chat_answer_tokens)
+    return 0.0
+
+
+def balance(requests):
+    """The busier engine's share of the requests (0.5 = an even split, 1.0 = everything on one engine)."""
+    total = sum(requests)
+    return round(max(requests) / float(total), 4) if total else None
+
+
+def percentile(values, q):
+    """numpy's default (linear) percentile, as `vllm bench serve` reports them."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def words(rng, count, vocab):
+    """`count` words of the stand-in word-level tokenizer (w7 ... w<vocab-1>: one token each)."""
+    return " ".join("w%d" % rng.randrange(7, vocab) for index in range(count))
+
+
+def chat_texts(seed, sessions, turns, system_tokens, user_tokens, vocab):
+    """(system prompt, [[user text of each turn] per session]): the same for every arm and repeat of a seed."""
+    system = words(random.Random("%d-system" % seed), system_tokens, vocab)
+    users = [[words(random.Random("%d-%d-%d" % (seed, s, t)), user_tokens, vocab) for t in range(turns)]
+             for s in range(sessions)]
+    return system, users
+
+
+def session_ids(seed, repeat, sessions):
+    """A session's X-Session-Id: random per repeat (each repeat is another draw of the hash's split)."""
+    rng = random.Random("%d-ids-%d" % (seed, repeat))
+    return ["%032x" % rng.getrandbits(128) for index in range(sessions)]
+
+
+def conversation(system, history, user):
+    """The prompt of a turn: the system prompt, every earlier turn's user text and answer, then the new user text."""
+    parts = [system]
+    for said, answered in history:
+        parts += [said, answered]
+    parts.append(user)
+    return " ".join(part.strip() for part in parts if part.strip())
+
+
+# --- the chat client (standard library, streaming) -------------------------------------------------------------
+def stream_completion(base_url, body, headers, timeout):
+    """POST a streaming /v1/completions; {ttft_ms, e2el_ms, text, prompt_tokens, completion_tokens, error}."""
+    req = urllib.request.Request(base_url + "/v1/completions", data=json.dumps(body).encode(), method="POST",
+                                 headers=dict({"Content-Type": "application/json"}, **headers))
+    started = time.time()
+    out = {"ttft_ms": None, "text": "", "prompt_tokens": None, "completion_tokens": None, "error": None}
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as answer:
+            for raw in answer:
+                line = raw.decode("utf-8", "replace").strip()
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                chunk = json.loads(data)
+                if chunk.get("error"):
+                    out["error"] = str(chunk["error"])[:300]
+                for choice in chunk.get("choices") or []:
+                    if choice.get("text"):
+                        if out["ttft_ms"] is None:
+                            out["ttft_ms"] = (time.time() - started) * 1000.0
+                        out["text"] += choice["text"]
+                usage = chunk.get("usage")
+                if usage:
+                    out["prompt_tokens"] = usage.get("prompt_tokens")
+                    out["completion_tokens"] = usage.get("completion_tokens")
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        out["error"] = "%s: %s" % (type(exc).__name__, exc)
+    out["e2el_ms"] = (time.time() - started) * 1000.0
+    if out["error"] is None and (out["completion_tokens"] is None or out["ttft_ms"] is None):
+        out["error"] = "stream ended without text or usage"
+    return out
+
+
+def run_chat(opts, base_url, header, repeat, timeout):
+    """Every session in its own thread, turns one after the other; vLLM-like result figures + per-request records."""
+    system, users = chat_texts(opts.seed, opts.chat_sessions, opts.chat_turns, opts.chat_system_tokens,
+                               opts.chat_user_tokens, opts.chat_vocab)
+    ids = session_ids(opts.seed, repeat, opts.chat_sessions)
+    records = []
+    lock = threading.Lock()
+
+    def session(index):
+        time.sleep(index * opts.chat_stagger)
+        history = []
+        for turn, user in enumerate(users[index]):
+            body = {"model": opts.served_name, "prompt": conversation(system, history, user),
+                    "max_tokens": opts.chat_answer_tokens, "temperature": 0.0, "ignore_eos": True, "stream": True,
+                    "stream_options": {"include_usage": True}}
+            got = stream_completion(base_url, body, {"X-Session-Id": ids[index]} if header else {}, timeout)
+            got.update(session=index, turn=turn, session_id=ids[index] if header else "")
+            history.append((user, got.pop("text") if got["error"] is None else ""))
+            with lock:
+                records.append(got)
+
+    started = time.time()
+    threads = [threading.Thread(target=session, args=(i,), daemon=True) for i in range(opts.chat_sessions)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    duration = time.time() - started
+    return chat_result(records, duration), sorted(records, key=lambda r: (r["session"], r["turn"]))
+
+
+def chat_result(records, duration):
+    """The run's figures from the per-request records, under `vllm bench serve`'s result keys."""
+    done = [r for r in records if r["error"] is None]
+    ttft = [r["ttft_ms"] for r in done]
+    tpot = [(r["e2el_ms"] - r["ttft_ms"]) / (r["completion_tokens"] - 1) for r in done if r["completion_tokens"] > 1]
+    output = sum(r["completion_tokens"] for r in done)
+    return {"duration": duration, "completed": len(done), "failed": len(records) - len(done),
+            "errors": sorted(set(r["error"] for r in records if r["error"]))[:5],
+            "total_input_tokens": sum(r["prompt_tokens"] for r in done), "total_output_tokens": output,
+            "output_throughput": output / duration if duration else None,
+            "request_throughput": len(done) / duration if duration else None,
+            "p50_ttft_ms": percentile(ttft, 50), "p90_ttft_ms": percentile(ttft, 90),
+            "p99_ttft_ms": percentile(ttft, 99), "p50_tpot_ms": percentile(tpot, 50)}
 
 
 # --- one run -------------------------------------------------------------------------------------------------
@@ -260,10 +484,38 @@ def bench_argv(opts, base_url, workload, concurrency, result_dir, name):
                  "--prefix-repetition-suffix-len", str(opts.suffix_len),
                  "--prefix-repetition-num-prefixes", str(opts.num_prefixes),
                  "--prefix-repetition-output-len", str(opts.output_len)]
+    elif workload == "sysprompt":
+        argv += ["--dataset-name", "random", "--num-prompts", str(opts.sysprompt_num_prompts),
+                 "--random-prefix-len", str(opts.sysprompt_prefix_len),
+                 "--random-input-len", str(opts.sysprompt_input_len), "--random-output-len", str(opts.output_len)]
     else:
         argv += ["--dataset-name", "random", "--num-prompts", str(opts.random_num_prompts),
                  "--random-input-len", str(opts.random_input_len), "--random-output-len", str(opts.random_output_len)]
     return argv
+
+
+def bench_in_process(argv, workdir):
+    """`vllm bench serve` in this process: vLLM's own function behind the command (vllm.benchmarks.serve.main, the
+    same arguments), without importing vLLM again for every run; its printout goes to workdir/bench.log."""
+    import contextlib
+    from vllm.benchmarks.serve import add_cli_args, main as bench_main
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:  # older vLLM
+        from vllm.utils import FlexibleArgumentParser
+    parser = FlexibleArgumentParser()
+    add_cli_args(parser)
+    args = parser.parse_args(argv[argv.index("serve") + 1:])
+    with open(workdir / "bench.log", "w") as handle, contextlib.redirect_stdout(handle):
+        try:
+            bench_main(args)
+        except Exception as exc:  # pylint: disable=broad-except  # vLLM's own errors: the run failed, say so
+            raise RuntimeError("vllm bench serve (in process) failed: %s: %s, see %s" % (
+                type(exc).__name__, exc, workdir / "bench.log"))
+
+
+def _left(opts):
+    return max(5, min(opts.run_timeout, opts.budget_seconds - (time.time() - opts.t0)))
 
 
 def one_run(opts, out, arm, workload, concurrency, repeat):
@@ -276,16 +528,23 @@ def one_run(opts, out, arm, workload, concurrency, repeat):
     try:
         base = front.start()
         before = [engine_counters(u) for u in opts.engine_urls]
-        proc = subprocess.run(bench_argv(opts, base, workload, concurrency, workdir, name + ".json"),
-                              capture_output=True, text=True, check=False,
-                              timeout=max(5, min(opts.run_timeout, opts.budget_seconds - (time.time() - opts.t0))))
-        (workdir / "bench.log").write_text(proc.stdout + proc.stderr)
+        if workload.startswith("chat"):
+            result, records = run_chat(opts, base, workload == "chat_header", repeat, _left(opts))
+            result["date"] = time.strftime("%Y%m%d-%H%M%S")
+            (workdir / (name + ".json")).write_text(json.dumps(dict(result, requests=records), indent=1) + "\n")
+        elif opts.bench_in_process:
+            bench_in_process(bench_argv(opts, base, workload, concurrency, workdir, name + ".json"), workdir)
+            result = json.loads((workdir / (name + ".json")).read_text())
+        else:
+            proc = subprocess.run(bench_argv(opts, base, workload, concurrency, workdir, name + ".json"),
+                                  capture_output=True, text=True, check=False, timeout=_left(opts))
+            (workdir / "bench.log").write_text(proc.stdout + proc.stderr)
+            if proc.returncode != 0:
+                raise RuntimeError("vllm bench serve failed (%s), see %s" % (proc.returncode, workdir / "bench.log"))
+            result = json.loads((workdir / (name + ".json")).read_text())
         after = [engine_counters(u) for u in opts.engine_urls]
     finally:
         front.stop()
-    if proc.returncode != 0:
-        raise RuntimeError("vllm bench serve failed (%s), see %s" % (proc.returncode, workdir / "bench.log"))
-    result = json.loads((workdir / (name + ".json")).read_text())
     engines = []
     for b, a in zip(before, after):
         d = dict((k, a[k] - b[k]) for k in a)
@@ -296,9 +555,13 @@ def one_run(opts, out, arm, workload, concurrency, repeat):
         "arm": arm, "workload": workload, "concurrency": concurrency, "repeat": repeat, "seconds": round(time.time() - started, 1),
         "output_throughput": result.get("output_throughput"), "request_throughput": result.get("request_throughput"),
         "completed": result.get("completed"), "failed": result.get("failed", 0),
+        "errors": (result.get("errors") or [])[:5] if workload.startswith("chat") else
+        sorted(set(e for e in result.get("errors") or [] if e))[:5],
+        "total_input_tokens": result.get("total_input_tokens"), "total_output_tokens": result.get("total_output_tokens"),
         "ttft_p50_ms": result.get("p50_ttft_ms", result.get("median_ttft_ms")), "ttft_p90_ms": result.get("p90_ttft_ms"),
         "tpot_p50_ms": result.get("p50_tpot_ms", result.get("median_tpot_ms")),
         "engines": engines,
+        "balance": balance([e["requests"] for e in engines]),
         "hit_rate": round(sum(e["hits"] for e in engines) / total_q, 4) if total_q else None,
     }
 
@@ -314,30 +577,50 @@ def worse(rows):
     return picked
 
 
+def paired_ratios(rows, key, reference="nginx_least_conn"):
+    """[row's output tok/s / the reference arm's of the same repeat] for the cell `key` (workload, arm, concurrency)."""
+    by = dict(((r["workload"], r["arm"], r["concurrency"], r["repeat"]), r) for r in rows)
+    out = []
+    for (workload, arm, concurrency, repeat), row in sorted(by.items()):
+        ref = by.get((workload, reference, concurrency, repeat))
+        if (workload, arm, concurrency) == key and ref and ref["output_throughput"] and row["output_throughput"]:
+            out.append(row["output_throughput"] / ref["output_throughput"])
+    return out
+
+
 def write_report(opts, out, meta, rows, stopped):
     picked = worse(rows)
     (out / "results.json").write_text(json.dumps({"meta": meta, "runs": rows, "stopped_early": stopped,
                                                   "worse_of_repeats": list(picked.values())}, indent=2) + "\n")
     lines = ["# Front-door A/B (tests/gpu/router_ab.py)", "",
-             "Two engines (%s, KV tokens logged: %s), model %s; prefix workload: %d prefixes x %d tokens, suffix %d, "
-             "output %d, %d prompts; working set %d tokens. Worse of %d repeat(s) per cell; ratios vs nginx_least_conn "
-             "at the same concurrency.%s" % (
-                 opts.platform, meta.get("kv_tokens"), opts.model, opts.num_prefixes, opts.prefix_len, opts.suffix_len,
-                 opts.output_len, opts.num_prefixes * opts.prompts_per_prefix, opts.num_prefixes * opts.prefix_len,
-                 opts.repeats, " STOPPED EARLY: %s." % stopped if stopped else ""), "",
-             "| workload | front | conc. | output tok/s | x nginx | TTFT p50 ms | TTFT p90 ms | p50 x lower | hit rate | per engine: requests, hit rate |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for key in sorted(picked, key=lambda k: (k[0], k[2], k[1])):
+             "Two engines (%s, KV tokens logged: %s), model %s; shapes %s. prefix: %d prefixes x %d tokens, suffix %d, "
+             "output %d, %d prompts, working set %d tokens. Worse of %d repeat(s) per cell; `x least_conn` paired per "
+             "repeat (the lower ratio); balance = the busier engine's share of the requests (on ONE GPU an arm that "
+             "sends everything to one engine looks fast); ceiling = the shape's best hit rate (shape_ceiling).%s" % (
+                 opts.platform, meta.get("kv_tokens"), opts.model, ",".join(opts.shape_list), opts.num_prefixes,
+                 opts.prefix_len, opts.suffix_len, opts.output_len, opts.num_prefixes * opts.prompts_per_prefix,
+                 opts.num_prefixes * opts.prefix_len, opts.repeats, " STOPPED EARLY: %s." % stopped if stopped else ""),
+             "",
+             "| shape | front | conc. | failed/sent | output tok/s | x least_conn | TTFT p50 ms | TTFT p90 ms | "
+             "p50 x lower | per engine: requests, hit rate | balance | hit rate | x ceiling |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    order = dict((shape, i) for i, shape in enumerate(SHAPES))
+    for key in sorted(picked, key=lambda k: (order.get(k[0], 9), k[2], k[1])):
         row = picked[key]
         ref = picked.get((key[0], "nginx_least_conn", key[2]))
-        ratio = "%.2f" % (row["output_throughput"] / ref["output_throughput"]) if ref and ref["output_throughput"] else "-"
+        ratios = paired_ratios(rows, key)
         lower = ("%.2f" % (ref["ttft_p50_ms"] / row["ttft_p50_ms"])
                  if ref and ref.get("ttft_p50_ms") and row.get("ttft_p50_ms") else "-")
         per = " / ".join("%d req, %s" % (e["requests"], "-" if e["hit_rate"] is None else "%.3f" % e["hit_rate"])
                          for e in row["engines"])
-        lines.append("| %s | %s | %d | %.1f | %s | %.1f | %.1f | %s | %s | %s |" % (
-            row["workload"], row["arm"], row["concurrency"], row["output_throughput"] or 0, ratio,
-            row["ttft_p50_ms"] or 0, row["ttft_p90_ms"] or 0, lower, row["hit_rate"], per))
+        ceiling = meta.get("ceilings", {}).get(key[0])
+        sent = sum(r["completed"] + r["failed"] for r in rows if (r["workload"], r["arm"], r["concurrency"]) == key)
+        failed = sum(r["failed"] for r in rows if (r["workload"], r["arm"], r["concurrency"]) == key)
+        lines.append("| %s | %s | %d | %d/%d | %.1f | %s | %.1f | %.1f | %s | %s | %s | %s | %s |" % (
+            row["workload"], row["arm"], row["concurrency"], failed, sent, row["output_throughput"] or 0,
+            "%.2f" % min(ratios) if ratios else "-", row["ttft_p50_ms"] or 0, row["ttft_p90_ms"] or 0, lower, per,
+            row.get("balance"), row["hit_rate"],
+            "%.2f" % (row["hit_rate"] / ceiling) if ceiling and row["hit_rate"] is not None else "-"))
     (out / "results.md").write_text("\n".join(lines) + "\n")
 
 
@@ -360,7 +643,11 @@ def parse(argv):
     a("--engine-args", default="", help="more `vllm serve` flags for both engines (e.g. the plan's KV size flag)")
     a("--max-model-len", type=int, default=16384)
     a("--engine-timeout", type=int, default=900)
+    a("--engine-log-dir", default="", help="the engines' logs (default: --out)")
+    a("--keep-engines", action="store_true", help="leave the engines running at the end (for --reuse-engines)")
+    a("--reuse-engines", action="store_true", help="measure on engines already answering on the ports, if any")
     a("--port-base", type=int, default=8100, help="engines PORT, PORT+1; router PORT+10 (+11 metrics); nginx PORT+20")
+    a("--shapes", default="prefix,random", help="traffic shapes, of: %s" % ", ".join(SHAPES))
     a("--num-prefixes", type=int, default=24)
     a("--prefix-len", type=int, default=12000)
     a("--suffix-len", type=int, default=64)
@@ -372,12 +659,31 @@ def parse(argv):
     a("--cache-threshold", type=float, default=0.3)
     a("--balance-abs-threshold", type=int, default=64)
     a("--balance-rel-threshold", type=float, default=1.5)
+    a("--tight-abs-threshold", type=int, default=4, help="cache_aware_tight's --balance-abs-threshold")
+    a("--tight-rel-threshold", type=float, default=1.2, help="cache_aware_tight's --balance-rel-threshold")
     a("--router-args", default="", help="more vllm-router flags for every router arm")
     a("--prefix-key-chars", type=int, default=512, help="characters of the body nginx hashes (nginx_hash, consistent_hash)")
     a("--random-arms", default="nginx_least_conn,cache_aware", help="arms for the no-reuse workload ('' = none)")
     a("--random-input-len", type=int, default=4096)
     a("--random-output-len", type=int, default=64)
     a("--random-num-prompts", type=int, default=240)
+    a("--sysprompt-arms", default="", help="arms for the sysprompt shape (default: --arms)")
+    a("--sysprompt-concurrency", type=int, default=32)
+    a("--sysprompt-num-prompts", type=int, default=96)
+    a("--sysprompt-prefix-len", type=int, default=1000, help="the shared head (vLLM's --random-prefix-len)")
+    a("--sysprompt-input-len", type=int, default=3000, help="each request's own document (--random-input-len)")
+    a("--chat-arms", default="", help="arms for the chat shapes (default: --arms)")
+    a("--chat-header-arms", default="", help="arms for chat_header only (default: --chat-arms)")
+    a("--chat-sessions", type=int, default=16)
+    a("--chat-turns", type=int, default=6)
+    a("--chat-system-tokens", type=int, default=2000)
+    a("--chat-user-tokens", type=int, default=192)
+    a("--chat-answer-tokens", type=int, default=64)
+    a("--chat-stagger", type=float, default=0.25, help="seconds between two sessions' first turns")
+    a("--chat-vocab", type=int, default=151936, help="the stand-in tokenizer's vocabulary (words w7 .. w<N-1>)")
+    a("--bench-in-process", action="store_true",
+      help="call vLLM's bench serve function in this process (this Python must import vLLM) instead of one "
+           "`vllm bench serve` process per run (each imports vLLM again: seconds per run)")
     a("--seed", type=int, default=0)
     a("--run-timeout", type=int, default=1800)
     a("--budget-seconds", type=float, default=1e9, help="stop before a run that would end past this budget")
@@ -385,16 +691,41 @@ def parse(argv):
     opts.tokenizer = opts.tokenizer or opts.model
     opts.engine_ports = [opts.port_base, opts.port_base + 1]
     opts.engine_urls = ["http://127.0.0.1:%d" % port for port in opts.engine_ports]
+    opts.engine_log_dir = pathlib.Path(opts.engine_log_dir or opts.out)
     opts.router_port = opts.port_base + 10
     opts.front_port = opts.port_base + 20
     opts.cpu_binds = opts.cpu_binds.split("|")
     opts.concurrencies = [int(c) for c in opts.concurrency.split(",") if c]
+    opts.shape_list = [x for x in opts.shapes.split(",") if x]
     opts.arm_list = [x for x in opts.arms.split(",") if x]
     opts.random_arm_list = [x for x in opts.random_arms.split(",") if x]
-    for arm in opts.arm_list + opts.random_arm_list:
-        if arm not in NGINX_ARMS + ROUTER_POLICIES:
-            p.error("unknown arm %r: use %s" % (arm, ", ".join(NGINX_ARMS + ROUTER_POLICIES)))
+    opts.sysprompt_arm_list = [x for x in opts.sysprompt_arms.split(",") if x] or opts.arm_list
+    opts.chat_arm_list = [x for x in opts.chat_arms.split(",") if x] or opts.arm_list
+    opts.chat_header_arm_list = [x for x in opts.chat_header_arms.split(",") if x] or opts.chat_arm_list
+    for shape in opts.shape_list:
+        if shape not in SHAPES:
+            p.error("unknown shape %r: use %s" % (shape, ", ".join(SHAPES)))
+    for arm in (opts.arm_list + opts.random_arm_list + opts.sysprompt_arm_list + opts.chat_arm_list
+                + opts.chat_header_arm_list):
+        if arm not in ALL_ARMS:
+            p.error("unknown arm %r: use %s" % (arm, ", ".join(ALL_ARMS)))
     return opts
+
+
+def run_plan(opts):
+    """[(arm, shape, concurrency, repeat)] repeat by repeat: every shape and arm of repeat 0, then repeat 1, ..."""
+    cells = []
+    for shape in opts.shape_list:
+        if shape == "prefix":
+            cells += [(arm, shape, c) for c in opts.concurrencies for arm in opts.arm_list]
+        elif shape == "random":
+            cells += [(arm, shape, c) for c in opts.concurrencies[-1:] for arm in opts.random_arm_list]
+        elif shape == "sysprompt":
+            cells += [(arm, shape, opts.sysprompt_concurrency) for arm in opts.sysprompt_arm_list]
+        else:
+            arms = opts.chat_header_arm_list if shape == "chat_header" else opts.chat_arm_list
+            cells += [(arm, shape, opts.chat_sessions) for arm in arms]
+    return [(arm, shape, c, r) for r in range(opts.repeats) for arm, shape, c in cells]
 
 
 def main(argv=None):
@@ -402,38 +733,49 @@ def main(argv=None):
     t0 = opts.t0 = time.time()
     out = pathlib.Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
-    plan = [(arm, "prefix", c, r) for c in opts.concurrencies for r in range(opts.repeats) for arm in opts.arm_list]
-    plan += [(arm, "random", c, r) for c in opts.concurrencies[-1:] for r in range(opts.repeats) for arm in opts.random_arm_list]
-    meta = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "argv": sys.argv, "plan_runs": len(plan)}
+    plan = run_plan(opts)
+    meta = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "argv": sys.argv if argv is None else
+            ["tests/gpu/router_ab.py"] + list(argv), "plan_runs": len(plan), "shapes": opts.shape_list,
+            "ceilings": dict((shape, round(shape_ceiling(opts, shape), 4)) for shape in opts.shape_list)}
     rows, stopped, engines = [], "", []
+    if opts.bench_in_process:
+        # vLLM (torch) before ansible-core: ansible patches sys.intern, which torch._dynamo refuses at its import
+        import vllm.benchmarks.serve  # noqa: F401  pylint: disable=unused-import,import-outside-toplevel
     try:
-        kv = start_engines(opts, out, engines)
+        if opts.reuse_engines and engines_answer(opts):
+            kv = logged_kv(opts)
+            meta["engines_reused"] = True
+            log("engines already answer on %s: measuring on them (KV tokens logged: %s)" % (opts.engine_ports, kv))
+        else:
+            kv = start_engines(opts, out, engines)
         meta.update(kv_tokens=kv, engine_start_seconds=round(time.time() - t0, 1),
                     working_set_tokens=opts.num_prefixes * opts.prefix_len)
-        if all(kv) and not (max(kv) < opts.num_prefixes * opts.prefix_len <= sum(kv)):
+        if "prefix" in opts.shape_list and all(kv) and not (max(kv) < opts.num_prefixes * opts.prefix_len <= sum(kv)):
             log("NOTE: the working set (%d tokens) should exceed one engine's KV (%s) and fit in both: size the KV "
                 "(--engine-args / --cpu-kv-gib) so it does" % (opts.num_prefixes * opts.prefix_len, kv))
-        longest = 0.0
+        longest = {}
         for arm, workload, concurrency, repeat in plan:
             left = opts.budget_seconds - (time.time() - t0)
-            if left < max(longest * 1.2, 5):
-                stopped = "budget: %.0f s left, a run takes up to %.0f s; %d of %d runs done" % (left, longest, len(rows), len(plan))
+            need = max(longest.values()) if longest else 0.0
+            if left < max(need * 1.2, 5):
+                stopped = "budget: %.0f s left, a run takes up to %.0f s; %d of %d runs done" % (left, need, len(rows), len(plan))
                 log(stopped)
                 break
             log("run %d/%d: %s %s concurrency %d repeat %d" % (len(rows) + 1, len(plan), workload, arm, concurrency, repeat))
             row = one_run(opts, out, arm, workload, concurrency, repeat)
-            longest = max(longest, row["seconds"])
+            longest[workload] = max(longest.get(workload, 0.0), row["seconds"])
             rows.append(row)
-            log("  %.1f output tok/s, TTFT p50 %.1f ms, hit rate %s, per engine %s" % (
-                row["output_throughput"] or 0, row["ttft_p50_ms"] or 0, row["hit_rate"],
+            log("  %.1f output tok/s, TTFT p50 %.1f ms, failed %s, hit rate %s, per engine %s" % (
+                row["output_throughput"] or 0, row["ttft_p50_ms"] or 0, row["failed"], row["hit_rate"],
                 [(e["requests"], e["hit_rate"]) for e in row["engines"]]))
             write_report(opts, out, meta, rows, stopped)
     except (RuntimeError, subprocess.SubprocessError, OSError) as exc:
         stopped = "error: %s" % exc
         log(stopped)
     finally:
-        for proc in engines:
-            stop(proc, grace=30)
+        if not opts.keep_engines:
+            for proc in engines:
+                stop(proc, grace=30)
         meta["seconds"] = round(time.time() - t0, 1)
         write_report(opts, out, meta, rows, stopped)
     log("wrote %s and %s (%d runs, %.0f s)" % (out / "results.json", out / "results.md", len(rows), time.time() - t0))
