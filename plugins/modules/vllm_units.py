@@ -70,7 +70,7 @@ options:
     required: true
   checker:
     description:
-      - The unit checker (the role's C(vllm_check_unit.py)), run with the venv's Python on each staged unit.
+      - The unit checker (the role's C(vllm_check_unit.py)), run once with the venv's Python on all the staged units.
         Unset, the units are not checked.
       - In check mode the units are checked in a temporary directory when the venv exists, and not checked
         (said in RV(validation)) on a host where it is not installed yet.
@@ -206,15 +206,21 @@ def _validate(module, names, rendered):
         return ["not checked (check mode): %s is not installed yet" % p["settings"]["venv"]]
     staging = tempfile.mkdtemp(prefix="vllm-units-") if module.check_mode else p["staging_dir"]
 
-    def check(name, path):
-        rc, out, err = module.run_command([python, p["checker"], "--name", name, "--parser" if p["parser"] else "--no-parser", path])
+    def check_all(staged):
+        # One checker run for every changed unit: vLLM's parser is imported once, not once per unit.
+        argv = [python, p["checker"]] + [w for name, _path in staged for w in ("--name", name)]
+        argv += ["--parser" if p["parser"] else "--no-parser"] + [path for _name, path in staged]
+        rc, out, err = module.run_command(argv)
         if rc != 0:
+            reason = (err or out).strip()
+            refused = [name for name, _path in staged if ("UNIT CHECK FAILED: %s:" % name) in reason]
             raise UserError("%s was not installed, the live units are unchanged: %s. Fix the plan (vllm_profile or "
                             "vllm_instances), or set vllm_validate_argv=false to skip vLLM's parser."
-                            % (name, (err or out).strip()), unit=name, option="instances")
-        return out.strip()
+                            % (refused[0] if refused else ", ".join(n for n, _p in staged), reason),
+                            unit=refused[0] if refused else None, option="instances")
+        return out.strip().splitlines()
     try:
-        return files.stage_and_check(staging, dict((name, rendered[name]) for name in names), check)
+        return files.stage_and_check(staging, dict((name, rendered[name]) for name in names), check_all=check_all)
     finally:
         if module.check_mode:
             shutil.rmtree(staging, ignore_errors=True)

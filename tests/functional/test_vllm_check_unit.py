@@ -86,3 +86,24 @@ def test_the_unit_file_is_what_is_parsed_not_the_plan(libexec, vllm_python, tmp_
 def test_a_unit_that_is_not_a_vllm_serve_command_fails(libexec, vllm_python, tmp_path, edit, words):
     done = check(libexec, vllm_python, tmp_path, edit(unit_text(vllm_python, [])), parser=False)
     assert done.returncode == 1 and words in done.stderr, done.stderr
+
+
+def test_two_units_are_checked_in_one_run_and_a_refused_one_is_named(libexec, vllm_python, tmp_path):
+    good = unit_text(vllm_python, [])
+    bad = good.replace("--port 8101", "--port 8102 --no-such-flag")
+    paths = []
+    for name, text in (("vllm-a.service", good), ("vllm-b.service", bad)):
+        paths.append(tmp_path / name)
+        paths[-1].write_text(text)
+    done = subprocess.run([vllm_python, os.path.join(libexec, "vllm_check_unit.py"), "--name", "vllm-a.service",
+                           "--name", "vllm-b.service", "--parser", str(paths[0]), str(paths[1])],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=600,
+                          check=False)
+    assert done.returncode == 1
+    assert done.stdout.startswith("vllm-a.service: systemd-analyze verify - ok; vLLM "), done.stdout
+    assert "UNIT CHECK FAILED: vllm-b.service: vLLM" in done.stderr and "--no-such-flag" in done.stderr
+    mismatch = subprocess.run([vllm_python, os.path.join(libexec, "vllm_check_unit.py"), "--name", "vllm-a.service",
+                               str(paths[0]), str(paths[1])],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=600,
+                              check=False)
+    assert mismatch.returncode == 2 and "1 --name for 2 unit files" in mismatch.stderr

@@ -3,9 +3,13 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Check a rendered vLLM unit before it replaces the live one (installed by the gpufleet.vllm.vllm role).
 
-Run by the gpufleet.vllm.vllm_units module with the venv's own Python on each staged unit:
+Run by the gpufleet.vllm.vllm_units module with the venv's own Python, ONCE for all the staged units of a change
+(vLLM is imported once, not once per unit: 10-20 s a unit on a loaded host):
 
-    vllm_check_unit.py --name vllm-a.service [--parser|--no-parser] UNIT_FILE
+    vllm_check_unit.py --name vllm-a.service [--name vllm-b.service ...] [--parser|--no-parser] UNIT_FILE [UNIT_FILE ...]
+
+Each --name is the real name of the UNIT_FILE in the same position. Every unit is checked in order; the first one
+refused ends the check, named in the message (``UNIT CHECK FAILED: <name>: <reason>``).
 
 1. `systemd-analyze verify` on a copy named like the real unit (it needs the .service suffix);
    any error, or any warning about the unit file itself, fails the check.
@@ -29,8 +33,11 @@ import sys
 import tempfile
 
 
+CURRENT = {"name": ""}  # the unit being checked, named in every failure
+
+
 def fail(message):
-    sys.stderr.write("UNIT CHECK FAILED: %s\n" % message)
+    sys.stderr.write("UNIT CHECK FAILED: %s: %s\n" % (CURRENT["name"], message))
     sys.exit(1)
 
 
@@ -139,17 +146,23 @@ def exec_argv(path):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--name", required=True, help="the unit's real name, e.g. vllm-a.service")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
+    parser.add_argument("--name", action="append", required=True,
+                        help="the real name of the unit file in the same position, e.g. vllm-a.service")
     parser.add_argument("--parser", dest="parser", action="store_true", default=True)
     parser.add_argument("--no-parser", dest="parser", action="store_false")
-    parser.add_argument("unit_file")
+    parser.add_argument("unit_files", nargs="+")
     opts = parser.parse_args()
-    argv = exec_argv(opts.unit_file)
-    report = [verify_unit(opts.unit_file, opts.name)]
-    if opts.parser:
-        report.append(check_argv(argv))
-    print("%s: %s" % (opts.name, "; ".join(report)))
+    if len(opts.name) != len(opts.unit_files):
+        parser.error("%d --name for %d unit files: give one name per file" % (len(opts.name), len(opts.unit_files)))
+    for name, path in zip(opts.name, opts.unit_files):
+        CURRENT["name"] = name
+        argv = exec_argv(path)
+        report = [verify_unit(path, name)]
+        if opts.parser:
+            report.append(check_argv(argv))
+        print("%s: %s" % (name, "; ".join(report)))
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":

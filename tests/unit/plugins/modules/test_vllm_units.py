@@ -22,13 +22,20 @@ from ansible_collections.gpufleet.vllm.plugins.modules import vllm_units
 from ansible_collections.gpufleet.vllm.tests.unit.plugins.modules.module_harness import run_module
 from ansible_collections.gpufleet.vllm.tests.unit.plugins.module_utils.units.test_render import CASES, fixture
 
-# TEST STAND-IN for roles/vllm/files/vllm_check_unit.py: refuses a unit whose ExecStart holds --bad-flag.
-CHECKER = """import sys
-unit = open(sys.argv[-1]).read()
-if "--bad-flag" in unit:
-    sys.stderr.write("UNIT CHECK FAILED: vLLM rejects the command line: --bad-flag\\n")
-    sys.exit(1)
-print("%s: stand-in check - ok (%s)" % (sys.argv[2], sys.argv[3]))
+# TEST STAND-IN for roles/vllm/files/vllm_check_unit.py (its command line: --name N ... --parser|--no-parser FILE ...):
+# refuses a unit whose ExecStart holds --bad-flag, naming it; counts its runs in calls.log beside it.
+CHECKER = """import os, sys
+args = sys.argv[1:]
+names = [args[i + 1] for i, word in enumerate(args) if word == "--name"]
+mode = [word for word in args if word in ("--parser", "--no-parser")][0]
+paths = args[args.index(mode) + 1:]
+with open(os.path.join(os.path.dirname(__file__), "calls.log"), "a") as log:
+    log.write(" ".join(names) + "\\n")
+for name, path in zip(names, paths):
+    if "--bad-flag" in open(path).read():
+        sys.stderr.write("UNIT CHECK FAILED: %s: vLLM rejects the command line: --bad-flag\\n" % name)
+        sys.exit(1)
+    print("%s: stand-in check - ok (%s)" % (name, mode))
 """
 
 
@@ -114,6 +121,19 @@ def test_a_refused_unit_leaves_the_live_units(monkeypatch, host):
     assert result["failed"] and result["unit"] == "vllm-a.service"
     assert "vLLM rejects the command line: --bad-flag" in result["msg"] and "vllm_validate_argv=false" in result["msg"]
     assert unit_file(host) == before and not (host["root"] / "rollback" / "units").exists()
+
+
+def test_every_changed_unit_is_checked_in_one_run_and_the_refused_one_named(monkeypatch, host):
+    # one checker run (one vLLM import) for both changed units, in order
+    result = run(monkeypatch, host, instances=[CASES[2]["instance"], second_instance()])
+    assert result["validation"] == ["vllm-a.service: stand-in check - ok (--parser)",
+                                    "vllm-b.service: stand-in check - ok (--parser)"]
+    assert (host["root"] / "calls.log").read_text().splitlines() == ["vllm-a.service vllm-b.service"]
+    bad = second_instance()
+    bad["argv"] = bad["argv"] + ["--bad-flag"]
+    refused = run(monkeypatch, host, instances=[CASES[2]["instance"], bad])
+    assert refused["failed"] and refused["unit"] == "vllm-b.service"
+    assert refused["msg"].startswith("vllm-b.service was not installed, the live units are unchanged")
 
 
 def test_a_change_keeps_the_rollback_copy_and_previous(monkeypatch, host):
