@@ -11,7 +11,8 @@ Inputs, all committed and all raw (vLLM's own result keys, the engines' /metrics
   repeat, vLLM's figures and each engine's requests and prefix-cache counters;
 - the front door over four traffic shapes (tests/fixtures/router/h200-0.26.0-shapes/call{1,2,3}/results.json and
   host.txt, router_ab.py): every run of every front, its repeat, the figures of vLLM's result (or of router_ab.py's
-  own chat client), each engine's requests and prefix-cache counters, and each shape's ceiling hit rate;
+  own chat client), each engine's requests and prefix-cache counters, and each shape's ceiling hit rate; call4 and
+  call4b (the same files): cache_aware_tight at a middle threshold, on engines of their own;
 - the tuner's H200 calls (tests/fixtures/tune/h200-0.26.0-qwen3-8b/call3/results.json and the KV-bound case
   tests/fixtures/tune/h200-0.26.0-kv/call3/results.json, all calls merged): each candidate's runs with their point
   seed (the prompt set) and vLLM's `request_goodput`, and the tuner's decision;
@@ -53,6 +54,14 @@ ROUTER_SHAPES = ("tests/fixtures/router/h200-0.26.0-shapes",
                   ("call2/results.json", {"chat_header": "chat_header", "chat_noheader": "chat_noheader",
                                           "random": "random"}),
                   ("call3/results.json", {"chat_header": "chat_header_32"})], "734cd66")
+# Call 4 (a fresh machine, new engines): cache_aware_tight at a threshold between calls 1-2's and the role's defaults,
+# beside least_conn and cache_aware on the same engines; its budget ended after repeat 0. Call 4b: the same engines a
+# minute later, one repeat of prefix (router_ab.py sends the same prompts in every repeat: one seed), taken as repeat
+# 1. Their own table: never paired with calls 1-3 (other engines). (call, {shape: label}, repeat offset), commit.
+ROUTER_SHAPES_MID = ([("call4/results.json", {"prefix": "prefix", "chat_noheader": "chat_noheader",
+                                              "chat_header": "chat_header"}, 0),
+                      ("call4b/results.json", {"prefix": "prefix", "chat_noheader": "chat_noheader"}, 1)], "48c70d1")
+ROUTER_AB_SCRIPT = "tests/gpu/router_ab.py"
 SHAPE_TITLES = [("prefix", "distinct long prefixes"), ("sysprompt", "a shared system prompt + distinct documents"),
                 ("chat_header", "chat sessions with an X-Session-Id header"),
                 ("chat_noheader", "the same chat sessions without the header"),
@@ -217,18 +226,21 @@ def ab_section():
 
 # ---- the front door over four traffic shapes ---------------------------------------------------------------------
 
-def shapes_runs():
+def shapes_runs(calls=None):
     """(each call's results.json, its host.txt, every run taken, relabelled to its shape, {shape: ceiling})."""
-    folder, calls, commit = ROUTER_SHAPES
+    folder = ROUTER_SHAPES[0]
+    calls = ROUTER_SHAPES[1] if calls is None else calls
     docs, hosts, runs, ceilings = [], [], [], {}
-    for call, shapes in calls:
+    for entry in calls:
+        call, shapes, offset = (tuple(entry) + (0,))[:3]
         if not os.path.exists(os.path.join(ROOT, folder, call)):
             continue
         doc = load(os.path.join(folder, call))
         docs.append(doc)
         with open(os.path.join(ROOT, folder, os.path.dirname(call), "host.txt")) as handle:
             hosts.append(handle.read().splitlines())
-        runs += [dict(r, workload=shapes[r["workload"]]) for r in doc["runs"] if r["workload"] in shapes]
+        runs += [dict(r, workload=shapes[r["workload"]], repeat=r["repeat"] + offset) for r in doc["runs"]
+                 if r["workload"] in shapes]
         ceilings.update((shapes[k], v) for k, v in (doc["meta"].get("ceilings") or {}).items() if k in shapes)
     return docs, hosts, runs, ceilings
 
@@ -317,6 +329,17 @@ def shapes_section():
     lines += ["Ceiling hit rates (router_ab.py `shape_ceiling`, worked out by hand in the fixture's README): %s." % (
         "; ".join("%s %s %%" % (shape, fmt(100.0 * ceilings[shape], 2)) for shape, title in SHAPE_TITLES
                   if shape in ceilings)), ""]
+    lines += shape_table(runs, ceilings, arms)
+    lines += ["", "The issue's acceptance per front (35-65 %% of the requests per engine in every repeat; no failed "
+              "request; output tok/s >= least_conn's within %d %% (paired, the lower repeat); on the prefix and chat "
+              "shapes also >= 90 %% of the ceiling hit rate and >= 1.3x least_conn). `nginx_default` is the nginx "
+              "role's default front:" % round(NOISE * 100), ""]
+    lines += acceptance_table(runs, ceilings, arms)
+    return lines + [""] + shapes_mid_lines()
+
+
+def shape_table(runs, ceilings, arms, labels=None):
+    """The table of every shape and front (labels: a front's name on the page, default its arm)."""
     rows = []
     for shape, title in SHAPE_TITLES:
         for arm in arms:
@@ -324,18 +347,19 @@ def shapes_section():
             if cell is None:
                 continue
             ceiling = ceilings.get(shape)
-            rows.append([shape, arm, str(cell["repeats"]), "%d/%d" % (cell["failed"], cell["sent"]), fmt(cell["output"]),
+            rows.append([shape, (labels or {}).get(arm, arm), str(cell["repeats"]),
+                         "%d/%d" % (cell["failed"], cell["sent"]), fmt(cell["output"]),
                          fmt(cell["ratio"], 2) + "x" if cell["ratio"] is not None else "-",
                          fmt(cell["ttft_p50"], 0), fmt(cell["ttft_p90"], 0),
                          "; ".join(" / ".join(str(n) for n in split) for split in cell["requests"]),
                          fmt(100.0 * cell["balance"], 0) + " %", fmt(100.0 * cell["hit"]) + " %",
                          fmt(100.0 * cell["hit"] / ceiling, 0) + " %" if ceiling else "-"])
-    lines += table(["shape", "front", "repeats", "failed/sent", "output tok/s", "x least_conn", "TTFT p50 ms",
-                    "TTFT p90 ms", "requests per engine (each repeat)", "busier engine", "hit rate", "of ceiling"], rows)
-    lines += ["", "The issue's acceptance per front (35-65 %% of the requests per engine in every repeat; no failed "
-              "request; output tok/s >= least_conn's within %d %% (paired, the lower repeat); on the prefix and chat "
-              "shapes also >= 90 %% of the ceiling hit rate and >= 1.3x least_conn). `nginx_default` is the nginx "
-              "role's default front:" % round(NOISE * 100), ""]
+    return table(["shape", "front", "repeats", "failed/sent", "output tok/s", "x least_conn", "TTFT p50 ms",
+                  "TTFT p90 ms", "requests per engine (each repeat)", "busier engine", "hit rate", "of ceiling"], rows)
+
+
+def acceptance_table(runs, ceilings, arms, labels=None):
+    """The issue's acceptance per front over the shapes it ran (least_conn, the reference, left out)."""
     rows = []
     for arm in arms:
         if arm == "nginx_least_conn":
@@ -347,8 +371,67 @@ def shapes_section():
                 shapes.append(shape)
                 failing += ["%s: %s" % (shape, clause) for clause, met in acceptance(cell, shape, ceilings.get(shape, 0))
                             if not met]
-        rows.append([arm, ", ".join(shapes), "all met" if not failing else "fails " + "; ".join(failing)])
-    lines += table(["front", "shapes measured", "acceptance"], rows)
+        rows.append([(labels or {}).get(arm, arm), ", ".join(shapes),
+                     "all met" if not failing else "fails " + "; ".join(failing)])
+    return table(["front", "shapes measured", "acceptance"], rows)
+
+
+def router_ab_default(flag):
+    """router_ab.py's own default of one of its options (what a call that does not pass the option ran)."""
+    with open(os.path.join(ROOT, ROUTER_AB_SCRIPT)) as handle:
+        found = re.search(r'a\("%s", type=\w+, default=([\d.]+)' % re.escape(flag), handle.read())
+    return found.group(1) if found else "?"
+
+
+def thresholds(doc, abs_flag, rel_flag):
+    """'abs / rel' the call ran with: its own option, else router_ab.py's default."""
+    argv = doc["meta"]["argv"]
+    return " / ".join(argv[argv.index(flag) + 1] if flag in argv else router_ab_default(flag)
+                      for flag in (abs_flag, rel_flag))
+
+
+def shapes_mid_lines():
+    """Call 4 (and 4b): cache_aware_tight at a middle threshold beside least_conn and cache_aware, on their own engines."""
+    folder = ROUTER_SHAPES[0]
+    calls, commit = ROUTER_SHAPES_MID
+    lines = ['<a id="front-door-threshold"></a>', "### cache_aware between the two thresholds (calls 4 and 4b)", ""]
+    if not os.path.exists(os.path.join(ROOT, folder, calls[0][0])):
+        return lines + ["Not run yet: no %s." % os.path.join(folder, calls[0][0]), ""]
+    docs, hosts, runs, ceilings = shapes_runs(calls)
+    doc = docs[0]
+    first = load(os.path.join(folder, ROUTER_SHAPES[1][0][0]))
+    default = thresholds(doc, "--balance-abs-threshold", "--balance-rel-threshold")
+    middle = thresholds(doc, "--tight-abs-threshold", "--tight-rel-threshold")
+    labels = {"cache_aware": "cache_aware (%s)" % default, "cache_aware_tight": "cache_aware_tight (%s)" % middle}
+    arms = []
+    for r in runs:
+        if r["arm"] not in arms:
+            arms.append(r["arm"])
+
+    def what(number, call_doc, host):
+        return "call %s on one %s (driver %s), started %s, %s, %s" % (
+            number, host[2].split(",")[0], host[2].split(",")[-1].strip(), call_doc["meta"]["started"],
+            "engines reused" if call_doc["meta"].get("engines_reused") else "engines started",
+            "stopped early: " + call_doc["stopped_early"] if call_doc.get("stopped_early") else "every planned run done")
+
+    lines += ["`%s/call4/results.json` and `call4b/results.json` - a fresh lent machine (`host.txt`), two new "
+              "engines sharing its ONE GPU with the flags above (KV tokens %s); %s; tree of commit %s (`host.txt` names "
+              "%s: the device copy's git metadata, not the files that travelled). Call 4b ran on "
+              "call 4's engines a minute later and is shown as repeat 1: router_ab.py sends the same prompts in every "
+              "repeat (one seed), each engine's prefix cache reset before every run. The same sizes as the shapes above "
+              "(prefix: %s prefixes x %s tokens, concurrency %s; chat: %s sessions x %s turns). `cache_aware_tight` "
+              "ran with `--balance-abs-threshold` / `--balance-rel-threshold` %s here (calls 1-2: %s; the router "
+              "role's defaults: %s). vllm-router 0.1.17 sends a request to the engine with fewer requests in flight "
+              "when (max - min) > abs AND max > min x rel, else by cache. Ratios are paired within these calls only "
+              "(other engines than calls 1-3); the columns read as above." % (
+                  folder, doc["meta"].get("kv_tokens"),
+                  "; ".join(what(n, d, h) for n, d, h in zip(("4", "4b"), docs, hosts)), commit, hosts[0][4][:7],
+                  _option_of(doc, "--num-prefixes"), _option_of(doc, "--prefix-len"), _option_of(doc, "--concurrency"),
+                  _option_of(doc, "--chat-sessions"), _option_of(doc, "--chat-turns"), middle,
+                  thresholds(first, "--tight-abs-threshold", "--tight-rel-threshold"), default), ""]
+    lines += shape_table(runs, ceilings, arms, labels)
+    lines += ["", "The issue's acceptance, as above:", ""]
+    lines += acceptance_table(runs, ceilings, arms, labels)
     return lines + [""]
 
 
@@ -514,7 +597,7 @@ def render():
             "`tests/functional/test_benchmark_figures.py` regenerates this page and fails when it differs. "
             "Do not edit by hand. The raw files, the scripts and the test are in the repository, not in the installed "
             "collection. Sections: [bench role](#bench), [front door](#front-door), "
-            "[front door, four shapes](#front-door-shapes), [tuner](#tuner), [tuner, KV-bound](#tuner-kv), "
+            "[front door, four shapes](#front-door-shapes) and [its middle threshold](#front-door-threshold), [tuner](#tuner), [tuner, KV-bound](#tuner-kv), "
             "[restarts](#restarts), [CPU length mix](#cpu-mix).", ""]
     return "\n".join(head + bench_section() + ab_section() + shapes_section() + tune_section() + tune_kv_section() + restart_section() +
                      cpu_mix_section())
