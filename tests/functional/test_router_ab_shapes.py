@@ -172,7 +172,7 @@ def test_router_argv_of_the_tight_cache_aware_arm(tmp_path):
     assert argv[argv.index("--balance-abs-threshold") + 1] == "4"
     assert argv[argv.index("--balance-rel-threshold") + 1] == "1.2"
     plain = router_ab.router_argv(opts, "cache_aware")
-    assert plain[plain.index("--balance-abs-threshold") + 1] == "64"  # vllm-router 0.1.17's and the role's default
+    assert plain[plain.index("--balance-abs-threshold") + 1] == "64"  # vllm-router 0.1.17's own default
     header = router_ab.router_argv(opts, "consistent_hash_header")
     assert header[header.index("--policy") + 1] == "consistent_hash" and "--balance-abs-threshold" not in header
 
