@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The life cycle of one unit of a kind (the Ray node, the router, the DCGM exporter): the service_unit module's core.
+"""The life cycle of one unit of a kind (the Ray node, the router, the DCGM exporter, nvidia-persistenced): the
+service_unit module's core.
 
 The same steps as the vllm_units module, with the same helpers: render (kinds.py over writer.py), compare with
 the live file, check a changed unit on its staged copy before the live one is touched
@@ -52,11 +53,15 @@ def verify_verdict(name, path, rc, out, err):
     return "%s: systemd-analyze verify - ok" % name
 
 
+# The setting that names the program each kind's unit starts (the Ray node's is its argv's first word).
+PROGRAM_SETTING = {"router": "python", "dcgm": "exporter", "persistenced": "program"}
+
+
 def _executable(kind, settings):
     """The program the unit starts (systemd-analyze verify refuses a unit whose program is missing)."""
     if kind == "ray":
         return str(settings["argv"][0])
-    return str(settings["python"] if kind == "router" else settings["exporter"])
+    return str(settings[PROGRAM_SETTING[kind]])
 
 
 def check(req, runner, name, text):

@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import sys
 
 import pytest
 
@@ -18,7 +19,8 @@ from ansible.module_utils import basic
 
 from ansible_collections.gpufleet.vllm.plugins.modules import service_unit
 from ansible_collections.gpufleet.vllm.tests.unit.plugins.modules.module_harness import run_module
-from ansible_collections.gpufleet.vllm.tests.unit.plugins.module_utils.units.test_writer import RAY, ROUTER, _with, fixture
+from ansible_collections.gpufleet.vllm.tests.unit.plugins.module_utils.units.test_writer import (
+    DCGM, PERSISTENCED, RAY, ROUTER, _with, fixture)
 
 
 @pytest.fixture
@@ -66,6 +68,27 @@ def test_router_unit_installed_as_the_template_wrote_it_then_idempotent(monkeypa
 def test_ray_unit_installed_as_the_template_wrote_it(monkeypatch, host):
     result = run(monkeypatch, host, kind="ray", settings=dict(RAY))
     assert result["changed"] and live(host, "vllm-ray.service") == fixture("ray-head")
+
+
+@pytest.mark.parametrize("kind, settings, program, unit, expected", [
+    ("router", ROUTER, "python", "vllm-router.service", "router-default"),
+    ("ray", RAY, "argv", "vllm-ray.service", "ray-head"),
+    ("dcgm", DCGM, "exporter", "gpufleet-dcgm-exporter.service", "dcgm-embedded"),
+    ("persistenced", PERSISTENCED, "program", "nvidia-persistenced.service", "persistenced-default"),
+])
+def test_every_kind_checks_in_check_mode_then_installs_its_text(
+        monkeypatch, host, kind, settings, program, unit, expected):
+    # check mode: the unit is checked in a temporary folder when the program it starts exists (here this Python),
+    # and said unchecked when it does not; nothing is written. Then the real run writes the former template's text.
+    present = _with(settings, **{program: [sys.executable] if program == "argv" else sys.executable})
+    dry = run(monkeypatch, host, check_mode=True, kind=kind, settings=present)
+    assert dry["changed"] and not (host["root"] / "units" / unit).exists(), dry
+    assert dry["validation"] == ["%s: systemd-analyze verify - ok" % unit], dry
+    missing = _with(settings, **{program: ["/nonexistent/prog"] if program == "argv" else "/nonexistent/prog"})
+    unchecked = run(monkeypatch, host, check_mode=True, kind=kind, settings=missing)
+    assert unchecked["validation"] == ["not checked (check mode): /nonexistent/prog is not installed yet"]
+    result = run(monkeypatch, host, kind=kind, settings=dict(settings))
+    assert result["changed"] and live(host, unit) == fixture(expected)
 
 
 def test_a_refused_unit_leaves_the_live_one_and_no_rollback_copy(monkeypatch, host):
