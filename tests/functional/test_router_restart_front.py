@@ -11,6 +11,7 @@ drained restart loses no request; the same restart without the drain breaks the 
 check can fail). The Molecule scenario vllm_serve runs the role's own steps against the real vllm-router."""
 import json
 import os
+import pathlib
 import re
 import signal
 import subprocess
@@ -20,12 +21,14 @@ import time
 import urllib.request
 
 import pytest
+import yaml
 
 from test_nginx_front import FILES, KEY, NGINX, _conf, _free_port, _wait
 from test_nginx_template import render, servers
 
 pytestmark = pytest.mark.skipif(not os.path.exists(NGINX), reason="nginx is not installed")
 
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 ROUTER = "127.0.0.1:30000"
 
 
@@ -83,19 +86,29 @@ class Load(object):
             t.join(60)
 
 
-def _old_workers(tmp_path):
-    """This nginx's workers of a previous configuration (its master's children only), as the role's drain reads them."""
-    master = (tmp_path / "nginx.pid").read_text().strip()
-    out = subprocess.run(["pgrep", "--parent", master, "--full", "worker process is shutting down"],
-                         stdout=subprocess.PIPE, universal_newlines=True, check=False)
+def _role_argv(name, tmp_path):
+    """The nginx role's own command (roles/nginx/vars/main.yml), pointed at this test's nginx.pid."""
+    argv = yaml.safe_load((ROOT / "roles" / "nginx" / "vars" / "main.yml").read_text())[name]
+    return [word.replace("/run/nginx.pid", str(tmp_path / "nginx.pid")) for word in argv]
+
+
+def _workers(tmp_path):
+    out = subprocess.run(_role_argv("_nginx_workers_argv", tmp_path), stdout=subprocess.PIPE,
+                         universal_newlines=True, check=False)
     return out.stdout.split()
 
 
-def _reload(tmp_path, conf_path, **settings):
+def _still_running(tmp_path, pids):
+    out = subprocess.run(_role_argv("_nginx_still_running_argv", tmp_path) + pids, stdout=subprocess.PIPE,
+                         universal_newlines=True, check=True)
+    return out.stdout.split()
+
+
+def _reload(tmp_path, conf_path, settle=0.5, **settings):
     conf_path.write_text(_conf(tmp_path, **settings))
     pid = int((tmp_path / "nginx.pid").read_text())
     os.kill(pid, signal.SIGHUP)
-    time.sleep(0.5)
+    time.sleep(settle)
 
 
 def _restart_router(router_port, procs):
@@ -121,11 +134,15 @@ def test_a_router_restart_under_load(tmp_path, drained):
         with Load("http://127.0.0.1:%d" % listen) as load:
             time.sleep(2.0)
             if drained:
-                _reload(tmp_path, conf_path, nginx_router_drained=True, **settings)
+                # as the role's drain: the workers noted before the reload, and no pause after it (`systemctl
+                # reload` returns before the master has told its old workers to stop)
+                before = _workers(tmp_path)
+                assert before
+                _reload(tmp_path, conf_path, settle=0, nginx_router_drained=True, **settings)
                 deadline = time.time() + 30
-                while _old_workers(tmp_path) and time.time() < deadline:
+                while _still_running(tmp_path, before) and time.time() < deadline:
                     time.sleep(0.2)
-                assert not _old_workers(tmp_path)
+                assert not _still_running(tmp_path, before)
             _restart_router(router_port, procs)
             if drained:
                 _reload(tmp_path, conf_path, **settings)
