@@ -121,8 +121,8 @@ def test_docs_name_only_shipped_files_unless_from_a_checkout(installed_collectio
 def test_docs_check_catches_an_unmarked_checkout_path(tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "README.md").write_text("# x\n\nRun `scripts/demo.sh`.\n\n## Try (from a checkout)\n\n`scripts/test.sh`\n")
-    (tmp_path / "docs" / "a.md").write_text("# a\n\nSee [b](b.md).\n\n`tests/fixtures/x` (from a checkout).\n\n"
-                                           "`tests/fixtures/y` (from\na checkout).\n")
+    (tmp_path / "docs" / "a.md").write_text(
+        "# a\n\nSee [b](b.md).\n\n`tests/fixtures/x` (from a checkout).\n\n`tests/fixtures/y` (from\na checkout).\n")
     assert _missing_from(tmp_path) == [
         "README.md names scripts/demo.sh: not in the collection (ship it, or say it is from a checkout)",
         "docs/a.md names docs/b.md: not in the collection (ship it, or say it is from a checkout)"]
