@@ -220,7 +220,7 @@ def _validate(module, names, rendered):
                             unit=refused[0] if refused else None, option="instances")
         return out.strip().splitlines()
     try:
-        return files.stage_and_check(staging, dict((name, rendered[name]) for name in names), check_all=check_all)
+        return files.stage_and_check(staging, dict((name, rendered[name]) for name in names), check_all)
     finally:
         if module.check_mode:
             shutil.rmtree(staging, ignore_errors=True)

@@ -78,13 +78,11 @@ def remove(path):
         os.unlink(path)
 
 
-def stage_and_check(staging, units, check=None, check_all=None):
-    """Write ``units`` ({name: text}) into ``staging`` (mode 0700, nothing else left there) and check them: ``check(name,
-    path)`` on each staged file in order, or ``check_all([(name, path), ...])`` once for all (one process for every
-    unit); the reports. A check raises to refuse: the live units are not touched before every changed one passed
+def stage_and_check(staging, units, check_all):
+    """Write ``units`` ({name: text}) into ``staging`` (mode 0700, nothing else left there) and run
+    ``check_all([(name, path), ...])`` once over the staged files, in order (vllm_units checks them all in one
+    process); its reports. A check raises to refuse: the live units are not touched before every changed one passed
     (vllm_units and service_unit alike)."""
     write_dir(staging, units)
     staged = [(name, os.path.join(staging, name)) for name in units]
-    if check_all is not None:
-        return list(check_all(staged)) if staged else []
-    return [check(name, path) for name, path in staged]
+    return list(check_all(staged)) if staged else []

@@ -75,10 +75,9 @@ def check(req, runner, name, text):
         return ["not checked (check mode): %s is not installed yet" % exe]
     staging = tempfile.mkdtemp(prefix="gpufleet-unit-") if req["check_mode"] else req["staging_dir"]
     try:
-        def one(unit, path):
-            rc, out, err = runner.run(verify_argv(path))
-            return verify_verdict(unit, path, rc, out, err)
-        return files.stage_and_check(staging, {name: text}, one)
+        def verify_each(staged):
+            return [verify_verdict(unit, path, *runner.run(verify_argv(path))) for unit, path in staged]
+        return files.stage_and_check(staging, {name: text}, verify_each)
     finally:
         if req["check_mode"]:
             shutil.rmtree(staging, ignore_errors=True)
