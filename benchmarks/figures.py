@@ -13,6 +13,8 @@ Inputs, all committed and all raw (vLLM's own result keys, the engines' /metrics
   host.txt, router_ab.py): every run of every front, its repeat, the figures of vLLM's result (or of router_ab.py's
   own chat client), each engine's requests and prefix-cache counters, and each shape's ceiling hit rate; call4 and
   call4b (the same files): cache_aware_tight at a middle threshold, on engines of their own;
+- the chat shape under KV pressure and cache_aware_tight at 8 / 1.2 on every shape
+  (tests/fixtures/router/h100-0.26.0-chat-pressure/call{A,B}/results.json and host.txt, the same kind of files);
 - the tuner's H200 calls (tests/fixtures/tune/h200-0.26.0-qwen3-8b/call3/results.json and the KV-bound case
   tests/fixtures/tune/h200-0.26.0-kv/call3/results.json, all calls merged): each candidate's runs with their point
   seed (the prompt set) and vLLM's `request_goodput`, and the tuner's decision;
@@ -61,6 +63,13 @@ ROUTER_SHAPES = ("tests/fixtures/router/h200-0.26.0-shapes",
 ROUTER_SHAPES_MID = ([("call4/results.json", {"prefix": "prefix", "chat_noheader": "chat_noheader",
                                               "chat_header": "chat_header"}, 0),
                       ("call4b/results.json", {"prefix": "prefix", "chat_noheader": "chat_noheader"}, 1)], "48c70d1")
+# The chat shape under KV pressure (all sessions' histories over one engine's KV, within two's), and
+# cache_aware_tight at 8 / 1.2 on the shared system prompt and no reuse: call B started the engines (sysprompt,
+# random), call A measured chat on them right after. (call, {shape: label}), commit.
+ROUTER_CHAT_PRESSURE = ("tests/fixtures/router/h100-0.26.0-chat-pressure",
+                        [("callB/results.json", {"sysprompt": "sysprompt", "random": "random"}),
+                         ("callA/results.json", {"chat_header": "chat_header", "chat_noheader": "chat_noheader"})],
+                        "5dfd226")
 ROUTER_AB_SCRIPT = "tests/gpu/router_ab.py"
 SHAPE_TITLES = [("prefix", "distinct long prefixes"), ("sysprompt", "a shared system prompt + distinct documents"),
                 ("chat_header", "chat sessions with an X-Session-Id header"),
@@ -226,9 +235,9 @@ def ab_section():
 
 # ---- the front door over four traffic shapes ---------------------------------------------------------------------
 
-def shapes_runs(calls=None):
+def shapes_runs(calls=None, folder=None):
     """(each call's results.json, its host.txt, every run taken, relabelled to its shape, {shape: ceiling})."""
-    folder = ROUTER_SHAPES[0]
+    folder = ROUTER_SHAPES[0] if folder is None else folder
     calls = ROUTER_SHAPES[1] if calls is None else calls
     docs, hosts, runs, ceilings = [], [], [], {}
     for entry in calls:
@@ -268,6 +277,21 @@ def shape_cell(runs, shape, arm):
             "hits": [[e["hit_rate"] for e in r["engines"]] for r in mine]}
 
 
+def gz_engine_version(folder):
+    """The vLLM version a fixture's engine-0.log.gz names (`... version 0.26.0`)."""
+    with gzip.open(os.path.join(ROOT, folder, "engine-0.log.gz"), "rt", errors="replace") as handle:
+        found = re.search(r"version (\d+\.\d+\.\d+)", handle.read())
+    return found.group(1) if found else "unknown"
+
+
+def call_line(number, call_doc, host):
+    """What one device call was: its card and driver (host.txt), start, engines, and whether every run ran."""
+    return "call %s on one %s (driver %s), started %s, %s, %s" % (
+        number, host[2].split(",")[0], host[2].split(",")[-1].strip(), call_doc["meta"]["started"],
+        "engines reused" if call_doc["meta"].get("engines_reused") else "engines started",
+        "stopped early: " + call_doc["stopped_early"] if call_doc.get("stopped_early") else "every planned run done")
+
+
 def acceptance(cell, shape, ceiling):
     """[(clause, met)] of the issue's acceptance for one front on one shape."""
     out = [("35-65 % per engine", cell["balance"] <= 0.65),
@@ -293,8 +317,6 @@ def shapes_section():
     for r in runs:
         if r["arm"] not in arms:
             arms.append(r["arm"])
-    with gzip.open(os.path.join(ROOT, folder, "engine-0.log.gz"), "rt", errors="replace") as handle:
-        found = re.search(r"version (\d+\.\d+\.\d+)", handle.read())
     lines += ["`%s/call{1,2,3}/results.json` - vLLM %s on one %s (driver %s; the lent machine, `host.txt`), two "
               "engines sharing that ONE GPU (KV tokens %s, the same engines for the three calls), calls started %s; "
               "tree of commit %s with this change's router_ab.py; %s. Every arm of a repeat ran the same prompts; a "
@@ -305,7 +327,7 @@ def shapes_section():
               "fleet with one engine per GPU the other GPU would idle): read throughput beside the split. The chat "
               "shapes use router_ab.py's own streaming client (`vllm bench serve` cannot send a header per session), "
               "the others vLLM's own `vllm bench serve` (its function, in router_ab.py's process)." % (
-                  folder, found.group(1) if found else "unknown", hosts[0][2].split(",")[0],
+                  folder, gz_engine_version(folder), hosts[0][2].split(",")[0],
                   hosts[0][2].split(",")[-1].strip(), docs[0]["meta"].get("kv_tokens"),
                   ", ".join(d["meta"]["started"] for d in docs), commit,
                   "; ".join("call %d: %s" % (i + 1, ended(d)) for i, d in enumerate(docs))), ""]
@@ -407,13 +429,6 @@ def shapes_mid_lines():
     for r in runs:
         if r["arm"] not in arms:
             arms.append(r["arm"])
-
-    def what(number, call_doc, host):
-        return "call %s on one %s (driver %s), started %s, %s, %s" % (
-            number, host[2].split(",")[0], host[2].split(",")[-1].strip(), call_doc["meta"]["started"],
-            "engines reused" if call_doc["meta"].get("engines_reused") else "engines started",
-            "stopped early: " + call_doc["stopped_early"] if call_doc.get("stopped_early") else "every planned run done")
-
     lines += ["`%s/call4/results.json` and `call4b/results.json` - a fresh lent machine (`host.txt`), two new "
               "engines sharing its ONE GPU with the flags above (KV tokens %s); %s; tree of commit %s (`host.txt` names "
               "%s: the device copy's git metadata, not the files that travelled). Call 4b ran on "
@@ -425,12 +440,87 @@ def shapes_mid_lines():
               "when (max - min) > abs AND max > min x rel, else by cache. Ratios are paired within these calls only "
               "(other engines than calls 1-3); the columns read as above." % (
                   folder, doc["meta"].get("kv_tokens"),
-                  "; ".join(what(n, d, h) for n, d, h in zip(("4", "4b"), docs, hosts)), commit, hosts[0][4][:7],
+                  "; ".join(call_line(n, d, h) for n, d, h in zip(("4", "4b"), docs, hosts)), commit, hosts[0][4][:7],
                   _option_of(doc, "--num-prefixes"), _option_of(doc, "--prefix-len"), _option_of(doc, "--concurrency"),
                   _option_of(doc, "--chat-sessions"), _option_of(doc, "--chat-turns"), middle,
                   thresholds(first, "--tight-abs-threshold", "--tight-rel-threshold"), default), ""]
     lines += shape_table(runs, ceilings, arms, labels)
     lines += ["", "The issue's acceptance, as above:", ""]
+    lines += acceptance_table(runs, ceilings, arms, labels)
+    return lines + [""]
+
+
+def chat_working_set(doc, sessions=None):
+    """Distinct tokens of the chat shape: the shared system prompt + every session's user texts and answers."""
+    sessions = int(_option_of(doc, "--chat-sessions")) if sessions is None else sessions
+    return int(_option_of(doc, "--chat-system-tokens")) + sessions * int(_option_of(doc, "--chat-turns")) * (
+        int(_option_of(doc, "--chat-user-tokens")) + int(_option_of(doc, "--chat-answer-tokens")))
+
+
+def chat_pressure_section():
+    """The chat shape with a working set over one engine's KV (within two); cache_aware_tight at 8 / 1.2 everywhere."""
+    folder, calls, commit = ROUTER_CHAT_PRESSURE
+    lines = ['<a id="front-door-chat-pressure"></a>',
+             "## Chat sessions over one engine's KV, and cache_aware at 8 / 1.2 on every shape", ""]
+    docs, hosts, runs, ceilings = shapes_runs(calls, folder)
+    if len(docs) < len(calls):
+        return lines + ["Not run yet: no %s." % ", ".join(os.path.join(folder, c) for c, shapes in calls), ""]
+    first, chat = docs
+    middle = thresholds(chat, "--tight-abs-threshold", "--tight-rel-threshold")
+    labels = {"cache_aware_tight": "cache_aware_tight (%s)" % middle}
+    arms = []
+    for r in runs:
+        if r["arm"] not in arms:
+            arms.append(r["arm"])
+    kv = chat["meta"].get("kv_tokens")
+    sessions = int(_option_of(chat, "--chat-sessions"))
+    lines += ["`%s/call{B,A}/results.json` - vLLM %s, two engines sharing ONE GPU (KV tokens %s); %s; tree of commit "
+              "%s. Call A measured on call B's engines (each engine's prefix cache reset before every run). Both "
+              "repeats of a shape in one call, every arm of a repeat on the same prompts; the columns read as in "
+              "[the four shapes](#front-door-shapes). `cache_aware_tight` ran with `--balance-abs-threshold` / "
+              "`--balance-rel-threshold` %s (vllm-router 0.1.17: the engine with fewer requests in flight when "
+              "(max - min) > abs AND max > min x rel, else by cache)." % (
+                  folder, gz_engine_version(folder), kv,
+                  "; ".join(call_line(n, d, h) for n, d, h in zip(("B", "A"), docs, hosts)), commit, middle), ""]
+    lines += ["Shapes: chat = %d sessions x %s turns, system prompt %s, %s new tokens and a %s-token answer per turn, "
+              "sessions %s s apart, turns of a session one after the other: %s distinct tokens with all sessions "
+              "(%s one engine's %s KV tokens), %s with half of them (%s); sysprompt = %s requests of a shared %s-token "
+              "head + %s own tokens, concurrency %s; random = %s requests x %s tokens, concurrency %s; %s output "
+              "tokens (chat: the answer)." % (
+                  sessions, _option_of(chat, "--chat-turns"), _option_of(chat, "--chat-system-tokens"),
+                  _option_of(chat, "--chat-user-tokens"), _option_of(chat, "--chat-answer-tokens"),
+                  _option_of(chat, "--chat-stagger"), fmt(chat_working_set(chat), 0),
+                  "over" if chat_working_set(chat) > max(kv) else "within", fmt(max(kv), 0),
+                  fmt(chat_working_set(chat, sessions // 2), 0),
+                  "over it" if chat_working_set(chat, sessions // 2) > max(kv) else "within it",
+                  _option_of(first, "--sysprompt-num-prompts"),
+                  _option_of(first, "--sysprompt-prefix-len"), _option_of(first, "--sysprompt-input-len"),
+                  _option_of(first, "--sysprompt-concurrency"), _option_of(first, "--random-num-prompts"),
+                  _option_of(first, "--random-input-len"), _option_of(first, "--concurrency"),
+                  _option_of(first, "--output-len")), ""]
+    lines += ["Ceiling hit rates (router_ab.py `shape_ceiling`, worked out by hand in the fixture's README): %s." % (
+        "; ".join("%s %s %%" % (shape, fmt(100.0 * ceilings[shape], 2)) for shape, title in SHAPE_TITLES
+                  if shape in ceilings and ceilings[shape])), ""]
+    lines += shape_table(runs, ceilings, arms, labels)
+    computed = {}
+    for r in runs:
+        if r["workload"].startswith("chat"):
+            computed.setdefault((r["workload"], r["arm"]), []).append(
+                (r["repeat"], int(sum(e["queries"] - e["hits"] for e in r["engines"]))))
+    queried = sorted(set(int(sum(e["queries"] for e in r["engines"])) for r in runs
+                         if r["workload"].startswith("chat")))
+    least = max(n for (shape, arm), per in computed.items() if arm == "nginx_least_conn" for k, n in per)
+    fewest = min(n for per in computed.values() for k, n in per)
+    lines += ["", "Prompt tokens the engines computed on chat (queried minus prefix hits, both engines; every chat run "
+              "queried %s, output %s): %s. The most any front could save over least_conn's worse run is %s / %s = "
+              "%sx fewer computed prompt tokens, with the same output tokens decoded." % (
+                  " / ".join(fmt(q, 0) for q in queried),
+                  " / ".join(fmt(o, 0) for o in sorted(set(int(r["total_output_tokens"]) for r in runs
+                                                           if r["workload"].startswith("chat")))),
+                  "; ".join("%s %s %s" % (shape, labels.get(arm, arm), " / ".join(fmt(n, 0) for k, n in sorted(per)))
+                            for (shape, arm), per in sorted(computed.items())),
+                  fmt(least, 0), fmt(fewest, 0), fmt(least / float(fewest), 2)), ""]
+    lines += ["The issue's acceptance, as above:", ""]
     lines += acceptance_table(runs, ceilings, arms, labels)
     return lines + [""]
 
@@ -597,9 +687,11 @@ def render():
             "`tests/functional/test_benchmark_figures.py` regenerates this page and fails when it differs. "
             "Do not edit by hand. The raw files, the scripts and the test are in the repository, not in the installed "
             "collection. Sections: [bench role](#bench), [front door](#front-door), "
-            "[front door, four shapes](#front-door-shapes) and [its middle threshold](#front-door-threshold), [tuner](#tuner), [tuner, KV-bound](#tuner-kv), "
+            "[front door, four shapes](#front-door-shapes), [its middle threshold](#front-door-threshold) and "
+            "[chat over one engine's KV](#front-door-chat-pressure), [tuner](#tuner), [tuner, KV-bound](#tuner-kv), "
             "[restarts](#restarts), [CPU length mix](#cpu-mix).", ""]
-    return "\n".join(head + bench_section() + ab_section() + shapes_section() + tune_section() + tune_kv_section() + restart_section() +
+    return "\n".join(head + bench_section() + ab_section() + shapes_section() + chat_pressure_section() +
+                     tune_section() + tune_kv_section() + restart_section() +
                      cpu_mix_section())
 
 
