@@ -356,9 +356,9 @@ def test_the_chat_pressure_calls_ran_what_the_readme_says():
     # call B started the engines, call A measured on them
     assert not metas["callB"].get("engines_reused") and metas["callA"]["engines_reused"]
     argv = metas["callA"]["argv"]
-    assert [argv[argv.index(flag) + 1] for flag in ("--chat-sessions", "--chat-turns", "--chat-system-tokens",
-                                                     "--chat-user-tokens", "--chat-answer-tokens")] == \
-        ["16", "6", "2000", "1000", "64"]
+    chat_flags = ("--chat-sessions", "--chat-turns", "--chat-system-tokens", "--chat-user-tokens",
+                  "--chat-answer-tokens")
+    assert [argv[argv.index(flag) + 1] for flag in chat_flags] == ["16", "6", "2000", "1000", "64"]
     for host in ("callA", "callB"):
         assert "NVIDIA H100 80GB HBM3" in (PRESSURE_DIR / host / "host.txt").read_text()
 
