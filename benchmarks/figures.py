@@ -303,6 +303,13 @@ def acceptance(cell, shape, ceiling):
     return out
 
 
+def ceiling_line(ceilings, nonzero=False):
+    """The shapes' ceiling hit rates, one sentence (``nonzero``: leave out the shapes whose ceiling is 0)."""
+    return "Ceiling hit rates (router_ab.py `shape_ceiling`, worked out by hand in the fixture's README): %s." % (
+        "; ".join("%s %s %%" % (shape, fmt(100.0 * ceilings[shape], 2)) for shape, title in SHAPE_TITLES
+                  if shape in ceilings and (ceilings[shape] or not nonzero)))
+
+
 def shapes_section():
     folder, calls, commit = ROUTER_SHAPES
     docs, hosts, runs, ceilings = shapes_runs()
@@ -348,9 +355,7 @@ def shapes_section():
                   _option_of(chat32, "--chat-sessions"), _option_of(chat, "--random-num-prompts"),
                   _option_of(chat, "--random-input-len"), _option_of(chat, "--concurrency"),
                   _option_of(prefix, "--output-len")), ""]
-    lines += ["Ceiling hit rates (router_ab.py `shape_ceiling`, worked out by hand in the fixture's README): %s." % (
-        "; ".join("%s %s %%" % (shape, fmt(100.0 * ceilings[shape], 2)) for shape, title in SHAPE_TITLES
-                  if shape in ceilings)), ""]
+    lines += [ceiling_line(ceilings), ""]
     lines += shape_table(runs, ceilings, arms)
     lines += ["", "The issue's acceptance per front (35-65 %% of the requests per engine in every repeat; no failed "
               "request; output tok/s >= least_conn's within %d %% (paired, the lower repeat); on the prefix and chat "
@@ -498,9 +503,7 @@ def chat_pressure_section():
                   _option_of(first, "--sysprompt-concurrency"), _option_of(first, "--random-num-prompts"),
                   _option_of(first, "--random-input-len"), _option_of(first, "--concurrency"),
                   _option_of(first, "--output-len")), ""]
-    lines += ["Ceiling hit rates (router_ab.py `shape_ceiling`, worked out by hand in the fixture's README): %s." % (
-        "; ".join("%s %s %%" % (shape, fmt(100.0 * ceilings[shape], 2)) for shape, title in SHAPE_TITLES
-                  if shape in ceilings and ceilings[shape])), ""]
+    lines += [ceiling_line(ceilings, nonzero=True), ""]
     lines += shape_table(runs, ceilings, arms, labels)
     computed = {}
     for r in runs:
