@@ -46,7 +46,17 @@ def _part_bytes(dest):
     return sum(p.stat().st_size for p in tmp.iterdir()) if tmp.is_dir() else 0
 
 
-def test_sigkill_midway_then_resume_refetches_at_most_one_chunk_per_file(snap, tmp_path):
+def _part_sizes(dest):
+    tmp = dest / ".gpufleet-weights" / "tmp"
+    return sorted(p.stat().st_size for p in tmp.iterdir() if p.name.endswith(".part")) if tmp.is_dir() else []
+
+
+# What the kernel's socket buffers may hold on loopback between the server's send and the module's read (tcp_wmem and
+# tcp_rmem grow to a few MiB under load): the server counts those bytes as sent, yet they never reached the module.
+SOCKET_SLACK = 8 * MIB
+
+
+def test_sigkill_midway_then_resume_fetches_only_what_never_reached_the_disk(snap, tmp_path):
     root, files = snap
     dest = tmp_path / "dest"
     big = sorted(p for p in files if p.endswith(".safetensors"))
@@ -58,23 +68,28 @@ def test_sigkill_midway_then_resume_refetches_at_most_one_chunk_per_file(snap, t
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         first = dict(server.sent)
-        assert _part_bytes(dest) >= 3 * 6 * MIB, "the download never got going"
+        on_disk = _part_sizes(dest)
+        assert sum(on_disk) >= 3 * 6 * MIB, "the download never got going"
         for path in big:  # partial files sit in the temp area, never at the final path
             assert not (dest / path).exists()
         server.sent.clear()
+        server.requests[:] = []
         server.rate = None
         result, _out = run_module(_http_args(server, dest, workers=4))
         second = dict(server.sent)
         check, _out = run_module(_http_args(server, dest, verify="full"))
     assert result["changed"] and not result.get("failed"), result
+    # Each resumed GET starts exactly where a partial file ended at the kill: no byte that reached the disk is fetched
+    # again (the partial files are named by a digest, so they are matched by size, as a multiset).
+    starts = sorted(int(r[2].split("=")[1].split("-")[0]) for r in server.requests if r[0] == "GET" and r[2])
+    assert starts == [size for size in on_disk if size > 0], (starts, on_disk)
     for path in big:
         size = len(files[path])
         refetched = first.get(path, 0) + second.get(path, 0) - size
         assert second.get(path, 0) < size, "%s was fetched again from the start" % path
-        print("%s: %d bytes at kill, %d bytes fetched twice" % (path, first.get(path, 0), refetched))
-        assert refetched <= CHUNK, "%s: %d bytes fetched twice (> one %d-byte chunk)" % (path, refetched, CHUNK)
-    resumed = [r for r in server.requests if r[0] == "GET" and r[2]]
-    assert len(resumed) >= 3, "no Range requests: %r" % server.requests
+        print("%s: %d bytes sent before the kill, %d sent twice" % (path, first.get(path, 0), refetched))
+        # Lost at the kill: the module's one in-memory chunk, and what the sockets held (never the file's bytes).
+        assert refetched <= CHUNK + SOCKET_SLACK, "%s: %d bytes fetched twice" % (path, refetched)
     assert tree(str(dest)) == dict((p, sha256_file(str(root / p))) for p in files)
     assert not check["changed"] and check["repaired"] == [] and check["hashed_bytes"] == sum(map(len, files.values()))
     assert os.listdir(str(dest / ".gpufleet-weights" / "tmp")) == []
