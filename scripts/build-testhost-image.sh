@@ -4,7 +4,10 @@
 source "$(dirname "$0")/lib.sh"
 
 base="${IMAGE%%:*}-base:${IMAGE##*:}"
-if [ "${1:-}" != "--force" ] && podman image exists "$IMAGE"; then
+# The derived image's recipe version (its label): an image built by an older recipe is built again (the base is kept).
+recipe=2
+if [ "${1:-}" != "--force" ] && podman image exists "$IMAGE" &&
+   [ "$(podman image inspect --format '{{ index .Labels "gpufleet.testhost.recipe" }}' "$IMAGE")" = "$recipe" ]; then
   log "test-host image $IMAGE already present"
   exit 0
 fi
@@ -36,12 +39,18 @@ fi
 # Derived image: the packages every scenario needs, installed once here instead of per scenario.
 # g++ and python3-dev are what the vllm role installs for the CPU build (vllm_cpu_system_packages): baked
 # in, the real-engine hosts (vllm_serve, both multinode hosts, the demo) skip an apt refresh + install each.
+# extensions/molecule/resources/testhost_pyc: a bytecode cache for the modules Ansible sends as zip files (zipimport
+# compiles them on every task otherwise: about 45 % of a module run's CPU on these hosts; docs/DEVELOPING.md).
 ctx=$(mktemp -d "$BUILD/ctx.XXXXXX")
+cp "$ROOT"/extensions/molecule/resources/testhost_pyc/gpufleet_testhost_pyc.* "$ctx/"
 cat > "$ctx/Containerfile" <<CF
 FROM $base
 RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       python3-apt python3-venv python3-pip numactl curl xfsprogs e2fsprogs util-linux kmod g++ python3-dev \
     && apt-get clean && rm -rf /var/lib/apt/lists/*
+COPY gpufleet_testhost_pyc.py gpufleet_testhost_pyc.pth /usr/local/lib/python3.11/dist-packages/
+RUN install -d -m 0755 /var/cache/gpufleet-testhost-pyc && python3 -c 'import zipimport; assert zipimport._compile_source.__module__ == "gpufleet_testhost_pyc"'
+LABEL gpufleet.testhost.recipe=$recipe
 CMD ["/sbin/init"]
 STOPSIGNAL SIGRTMIN+3
 CF
