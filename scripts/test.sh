@@ -86,9 +86,9 @@ pytest_functional() {
 
 # Molecule scenarios, two at a time (on 2 cores they are CPU-bound: more lanes do not help). host_tuning
 # runs alone first: it changes the VM's own non-namespaced sysctls and restores them in cleanup.
-# run_scenarios runs in the background from the start of the suite, beside lint, sanity, units and pytest: those
-# leave about a third of the two cores idle on a fresh machine (downloads, pip's installs, pytest's waits on
-# ansible-playbook), and the scenarios fill it. It reports through files only ($logs/molecule-NAME.rc: exit code
+# run_scenarios runs in the background from the start of the suite, beside lint, sanity, units and pytest, and fills
+# the cores those leave idle (downloads, pip's installs, pytest's waits on ansible-playbook): 62 s less on a fresh
+# machine, whose cores stay busy throughout (docs/DEVELOPING.md, "The suite's time"). It reports through files only ($logs/molecule-NAME.rc: exit code
 # and seconds); collect_scenarios reads them into the summary.
 wait_rc_file() {  # wait_rc_file FILE: the exit code a background job left there
   until [ -s "$1" ]; do sleep 3; done
