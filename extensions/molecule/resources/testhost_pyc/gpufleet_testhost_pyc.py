@@ -7,8 +7,8 @@ Python's zipimport compiles every .py it imports from a zip file, every time. An
 zip (AnsiballZ): on a test host, importing ansible.module_utils.basic and its imports took 87 ms of a 130 ms `stat`
 (`python3 -X importtime`), most of it compiling them again; with this cache the run takes about 45 % less CPU.
 This keeps each compiled module in CACHE, keyed by the interpreter's magic number, its optimize flag and the source's
-digest, and gives it back under the file name it is imported from now. Any error falls back to zipimport's own compile. Loaded at start-up by gpufleet_testhost_pyc.pth; the
-interpreters of venvs (vLLM's) do not read that folder.
+digest, and gives it back under the file name it is imported from now. Any error falls back to zipimport's own
+compile. Loaded at start-up by gpufleet_testhost_pyc.pth; the interpreters of venvs (vLLM's) do not read that folder.
 """
 import hashlib
 import importlib.util
