@@ -175,13 +175,9 @@ run_scenarios() {
   }
   ticker &
   local ticker_pid=$!
-  # Lanes: two beside pytest (GPUFLEET_MOLECULE_JOBS), a third once pytest is done (GPUFLEET_MOLECULE_JOBS_LATE):
-  # the two engine scenarios (vllm_serve, multinode) are only two, so the third runs the stand-in ones, and it
-  # takes up what pytest's two workers used until then; a lane waiting on an engine or a sleep leaves a core idle.
-  lanes() { if [ -e "$logs/pytest.done" ]; then echo "${GPUFLEET_MOLECULE_JOBS_LATE:-3}"; else echo "$jobs"; fi; }
   [ "${order[0]:-}" = host_tuning ] && { one host_tuning; order=("${order[@]:1}"); }
   for scenario in "${order[@]}"; do
-    while [ "$(jobs -rp | grep -vc "^$ticker_pid\$")" -ge "$(lanes)" ]; do sleep 3; done
+    while [ "$(jobs -rp | grep -vc "^$ticker_pid\$")" -ge "$jobs" ]; do wait -n || true; done
     one "$scenario" &
   done
   while [ "$(jobs -rp | grep -vc "^$ticker_pid\$")" -gt 0 ]; do wait -n || true; done

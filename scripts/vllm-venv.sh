@@ -18,9 +18,6 @@ CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet-vllm"
 VENV="${GPUFLEET_VLLM_VENV:-$CACHE/vllm-$VLLM_VERSION-venv}"
 PY="${GPUFLEET_PYTHON:-python3}"
 log() { printf '==> %s\n' "$*" >&2; }
-# --no-compile on every install below: pip byte-compiles all ~20,000 .py files of vLLM, torch, transformers and Ray
-# at install (about 22 of the 43 CPU-seconds of the CPU build's wheelhouse, measured 2026-12-05), while the parser
-# checks import about 500 of them; root's first import writes those .pyc files, the later ones read them.
 die() { printf 'ERROR: %s\n' "$*" >&2; exit 1; }
 
 # One builder at a time: pytest's two workers may both ask for the venv on a fresh machine.
@@ -42,7 +39,7 @@ add_ray() {
     touch "$wheels/.complete"
   fi
   # --find-links the vLLM wheelhouse first: what vLLM already installed stays as it is.
-  PIP_CONFIG_FILE=/dev/null "$VENV/bin/python" -m pip install --disable-pip-version-check -q --no-compile \
+  PIP_CONFIG_FILE=/dev/null "$VENV/bin/python" -m pip install --disable-pip-version-check -q \
     --no-index --find-links "$WHEELHOUSE" --find-links "$wheels" "ray==$RAY" 1>&2
   touch "$RAY_STAMP"
 }
@@ -68,7 +65,7 @@ if [ -n "${GPUFLEET_VLLM_OVERLAY_ON:-}" ]; then
   "$BASE_PY" -m venv "$VENV" 1>&2
   site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
   "$BASE_PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' > "$site/zz-gpufleet-overlay-base.pth"
-  PIP_CONFIG_FILE=/dev/null "$VENV/bin/python" -m pip install --disable-pip-version-check -q --no-deps --no-compile \
+  PIP_CONFIG_FILE=/dev/null "$VENV/bin/python" -m pip install --disable-pip-version-check -q --no-deps \
     --no-index --find-links "$WHEELHOUSE" "vllm==$VLLM_VERSION" 1>&2
   got="$(cd / && VLLM_TARGET_DEVICE=cpu "$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("vllm"))')"
   [ "$got" = "$VLLM_VERSION" ] || die "overlay venv has vLLM $got, expected $VLLM_VERSION"
@@ -85,7 +82,7 @@ rm -rf "$VENV"
 # (/etc/xdg/pip caps torch) so exactly the torch vLLM pins is installed.
 PIP_CONFIG_FILE=/dev/null "$VENV/bin/python" -m pip install --disable-pip-version-check -q \
   --no-index --find-links "$WHEELHOUSE" --upgrade pip 1>&2  # stdout carries the python path alone
-PIP_CONFIG_FILE=/dev/null "$VENV/bin/python" -m pip install --disable-pip-version-check -q --no-compile \
+PIP_CONFIG_FILE=/dev/null "$VENV/bin/python" -m pip install --disable-pip-version-check -q \
   --no-index --find-links "$WHEELHOUSE" "vllm==$VLLM_VERSION" 1>&2
 got="$(VLLM_TARGET_DEVICE=cpu "$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("vllm"))')"
 [ "$got" = "$VLLM_VERSION" ] || die "venv has vLLM $got, expected $VLLM_VERSION"

@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 
+import filelock
 import pytest
 import yaml
 
@@ -71,7 +72,8 @@ def plan_example(name, model_dir):
     return gv, build_plan(p, raw, model_dir)
 
 
-def test_examples_plan_and_pass_real_parser(collection_path, vllm_python, tmp_path):
+def _example_argvs(tmp_path):
+    """Every example's planned command lines (each host's, for a multi-host instance), with what each must parse to."""
     argvs, expect = [], []
     for name in EXAMPLES:
         with open(os.path.join(ROOT, "inventories", "examples", name, "group_vars", "all.yml")) as fh:
@@ -85,18 +87,11 @@ def test_examples_plan_and_pass_real_parser(collection_path, vllm_python, tmp_pa
             for argv in [n["argv"] for n in inst.get("nodes") or []] or [inst["argv"]]:
                 argvs.append(argv)
                 expect.append((name, gv["gpufleet_serving"]["max_model_len"], result["capacity"]["block_size"]))
-    report = check(vllm_python, argvs)
-    assert report["version"] == DEFAULT_RELEASE
-    for (name, max_len, block), res in zip(expect, report["results"]):
-        assert res["ok"], (name, res.get("error"), res.get("trace"))
-        assert res["max_model_len"] == max_len, name
-    # Dense models: vLLM's own CPU config keeps the 16-token block the planner used.
-    assert [r["block_size"] for (n, _max_len, _block), r in zip(expect, report["results"]) if n == "h200x8"] == [16] * 4
+    return {"argvs": argvs, "expect": expect}
 
 
-def test_planner_rules_match_real_vllm(collection_path, vllm_python, tmp_path):
-    """Removed flags are rejected, a too-long max_model_len is rejected without YaRN and accepted with the
-    planner's --hf-overrides, and the parser registries equal the names vllm_args knows."""
+def _rule_argvs(tmp_path):
+    """Removed flags, a max_model_len beyond the model's without YaRN, and the planner's YaRN argv for it."""
     from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import vllm_args as va
     from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.planner import build_plan
     model = config_only_dir(tmp_path, "Qwen/Qwen3-14B")
@@ -113,20 +108,11 @@ def test_planner_rules_match_real_vllm(collection_path, vllm_python, tmp_path):
              max_model_len=131072, yarn={"factor": 4.0, "original_max_position_embeddings": 32768},
              kv_cache_memory_bytes=8 * 1024 ** 3)
     yarn_argv = build_plan(p, raw, model)["instances"][0]["argv"]
-    report = check(vllm_python, list(removed.values()) + [too_long, yarn_argv])
-    results = report["results"]
-    for flag, res in zip(removed, results):
-        assert not res["ok"] and "argparse" in res["error"], flag
-    assert not results[-2]["ok"] and "max_model_len" in results[-2]["error"]
-    assert results[-1]["ok"], results[-1]
-    assert results[-1]["max_model_len"] == 131072
-    assert set(report["tool_parsers"]) == set(va.TOOL_PARSERS)
-    assert set(report["reasoning_parsers"]) == set(va.REASONING_PARSERS)
+    return {"argvs": list(removed.values()) + [too_long, yarn_argv], "removed": list(removed)}
 
 
-def test_ray_backend_head_argv_passes_real_vllm(collection_path, vllm_python, tmp_path):
-    """The two-host example on Ray (vllm_cluster_backend: ray): the head's one command line, with
-    --distributed-executor-backend ray and no per-host launch flags, is what the default release accepts."""
+def _ray_argvs(tmp_path):
+    """The two-host example on Ray: the head's one command line (the worker gets none)."""
     from ansible_collections.gpufleet.vllm.plugins.module_utils.plan.planner import build_plan
     with open(os.path.join(ROOT, "inventories", "examples", "h200x8x2", "group_vars", "all.yml")) as fh:
         gv = yaml.safe_load(fh)
@@ -137,7 +123,62 @@ def test_ray_backend_head_argv_passes_real_vllm(collection_path, vllm_python, tm
     result = build_plan(p, raw, model)
     assert [f for f in result["findings"] if f["level"] == "error"] == []
     nodes = result["instances"][0]["nodes"]
-    assert [n["argv"] for n in nodes[1:]] == [[]]
-    (res,) = check(vllm_python, [nodes[0]["argv"]])["results"]
+    return {"argvs": [nodes[0]["argv"]], "workers": [n["argv"] for n in nodes[1:]],
+            "max_model_len": gv["gpufleet_serving"]["max_model_len"]}
+
+
+@pytest.fixture(scope="session")
+def asked(collection_path, vllm_python, tmp_path_factory, worker_id):
+    """Every command line the tests below ask the default release about, in ONE vLLM process per run (importing
+    vLLM is most of a check's cost): under pytest-xdist the first worker asks and writes the answers where every
+    worker of this run reads them (its base folder's parent), under a file lock. {group: its inputs + results}."""
+    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    answers = shared / "vllm-default-answers.json"
+    with filelock.FileLock(str(answers) + ".lock"):
+        if not answers.is_file():
+            tmp = tmp_path_factory.mktemp("asked")
+            groups = {"examples": _example_argvs(tmp), "rules": _rule_argvs(tmp), "ray": _ray_argvs(tmp)}
+            report = check(vllm_python, [argv for group in groups.values() for argv in group["argvs"]])
+            start = 0
+            for group in groups.values():
+                group["results"] = report["results"][start:start + len(group["argvs"])]
+                start += len(group["argvs"])
+            groups["report"] = dict((k, v) for k, v in report.items() if k != "results")
+            answers.write_text(json.dumps(groups))
+    return json.loads(answers.read_text())
+
+
+def test_examples_plan_and_pass_real_parser(asked):
+    expect, results = asked["examples"]["expect"], asked["examples"]["results"]
+    assert asked["report"]["version"] == DEFAULT_RELEASE
+    assert len(results) == len(expect)
+    for (name, max_len, _block), res in zip(expect, results):
+        assert res["ok"], (name, res.get("error"), res.get("trace"))
+        assert res["max_model_len"] == max_len, name
+    # Dense models: vLLM's own CPU config keeps the 16-token block the planner used.
+    assert [r["block_size"] for (n, _max_len, _block), r in zip(expect, results) if n == "h200x8"] == [16] * 4
+
+
+def test_planner_rules_match_real_vllm(asked):
+    """Removed flags are rejected, a too-long max_model_len is rejected without YaRN and accepted with the
+    planner's --hf-overrides, and the parser registries equal the names vllm_args knows."""
+    from ansible_collections.gpufleet.vllm.plugins.module_utils.plan import vllm_args as va
+    removed, results = asked["rules"]["removed"], asked["rules"]["results"]
+    assert len(results) == len(removed) + 2
+    for flag, res in zip(removed, results):
+        assert not res["ok"] and "argparse" in res["error"], flag
+    assert not results[-2]["ok"] and "max_model_len" in results[-2]["error"]
+    assert results[-1]["ok"], results[-1]
+    assert results[-1]["max_model_len"] == 131072
+    assert set(asked["report"]["tool_parsers"]) == set(va.TOOL_PARSERS)
+    assert set(asked["report"]["reasoning_parsers"]) == set(va.REASONING_PARSERS)
+
+
+def test_ray_backend_head_argv_passes_real_vllm(asked):
+    """The two-host example on Ray (vllm_cluster_backend: ray): the head's one command line, with
+    --distributed-executor-backend ray and no per-host launch flags, is what the default release accepts."""
+    ray = asked["ray"]
+    assert ray["workers"] == [[]]
+    (res,) = ray["results"]
     assert res["ok"], (res.get("error"), res.get("trace"))
-    assert res["tp"] == 8 and res["max_model_len"] == gv["gpufleet_serving"]["max_model_len"]
+    assert res["tp"] == 8 and res["max_model_len"] == ray["max_model_len"]
