@@ -16,11 +16,10 @@ import json
 import os
 import subprocess
 
-import filelock
 import pytest
 import yaml
 
-from test_vllm_argv_real_parser import EXAMPLES, ROOT, collection_path, config_only_dir  # pylint: disable=unused-import  # noqa: F401
+from test_vllm_argv_real_parser import EXAMPLES, ROOT, ask_once, collection_path, config_only_dir  # pylint: disable=unused-import  # noqa: F401
 
 V034 = os.path.join(ROOT, "tests", "fixtures", "vllm-0.34.0")
 ACC = os.path.join(ROOT, "tests", "fixtures", "gpu-acceptance", "graphs-0.26.0", "cases")
@@ -70,14 +69,8 @@ def _batch(python, jobs):
 
 @pytest.fixture(scope="session")
 def asked034(collection_path, tmp_path_factory, worker_id):
-    """Everything the tests ask vLLM 0.34.0, asked once per run: under pytest-xdist the first worker asks and
-    writes the answers where every worker of this run reads them (its base folder's parent), under a file lock."""
-    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
-    answers = shared / "vllm-0.34.0-answers.json"
-    with filelock.FileLock(str(answers) + ".lock"):
-        if not answers.is_file():
-            answers.write_text(json.dumps(_ask034(tmp_path_factory.mktemp("v034"))))
-    return json.loads(answers.read_text())
+    """Everything the tests ask vLLM 0.34.0, asked once per run (test_vllm_argv_real_parser.ask_once)."""
+    return ask_once(tmp_path_factory, worker_id, "vllm-0.34.0", _ask034)
 
 
 def _ask034(tmp):

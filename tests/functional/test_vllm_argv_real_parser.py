@@ -127,25 +127,32 @@ def _ray_argvs(tmp_path):
             "max_model_len": gv["gpufleet_serving"]["max_model_len"]}
 
 
-@pytest.fixture(scope="session")
-def asked(collection_path, vllm_python, tmp_path_factory, worker_id):
-    """Every command line the tests below ask the default release about, in ONE vLLM process per run (importing
-    vLLM is most of a check's cost): under pytest-xdist the first worker asks and writes the answers where every
-    worker of this run reads them (its base folder's parent), under a file lock. {group: its inputs + results}."""
+def ask_once(tmp_path_factory, worker_id, name, ask):
+    """ask(tmp_folder) once per pytest run, its JSON answers shared by every worker: under pytest-xdist the first
+    worker asks and writes them where every worker of this run reads them (its base folder's parent), under a file
+    lock. Importing vLLM is most of a parser check's cost (test_vllm_034_real_parser.py uses it too)."""
     shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
-    answers = shared / "vllm-default-answers.json"
+    answers = shared / ("%s-answers.json" % name)
     with filelock.FileLock(str(answers) + ".lock"):
         if not answers.is_file():
-            tmp = tmp_path_factory.mktemp("asked")
-            groups = {"examples": _example_argvs(tmp), "rules": _rule_argvs(tmp), "ray": _ray_argvs(tmp)}
-            report = check(vllm_python, [argv for group in groups.values() for argv in group["argvs"]])
-            start = 0
-            for group in groups.values():
-                group["results"] = report["results"][start:start + len(group["argvs"])]
-                start += len(group["argvs"])
-            groups["report"] = dict((k, v) for k, v in report.items() if k != "results")
-            answers.write_text(json.dumps(groups))
+            answers.write_text(json.dumps(ask(tmp_path_factory.mktemp(name))))
     return json.loads(answers.read_text())
+
+
+@pytest.fixture(scope="session")
+def asked(collection_path, vllm_python, tmp_path_factory, worker_id):
+    """Every command line the tests below ask the default release about, in ONE vLLM process per run
+    (ask_once). {group: its inputs + results, "report": the rest of the checker's answer}."""
+    def ask(tmp):
+        groups = {"examples": _example_argvs(tmp), "rules": _rule_argvs(tmp), "ray": _ray_argvs(tmp)}
+        report = check(vllm_python, [argv for group in groups.values() for argv in group["argvs"]])
+        start = 0
+        for group in groups.values():
+            group["results"] = report["results"][start:start + len(group["argvs"])]
+            start += len(group["argvs"])
+        groups["report"] = dict((k, v) for k, v in report.items() if k != "results")
+        return groups
+    return ask_once(tmp_path_factory, worker_id, "vllm-default", ask)
 
 
 def test_examples_plan_and_pass_real_parser(asked):
