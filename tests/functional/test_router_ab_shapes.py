@@ -232,3 +232,85 @@ def test_chat_client_sends_growing_conversations(tmp_path, header):
     assert first[2][1] == " ".join([system, users[0][0], "w6 w9", users[0][1], "w10 w9", users[0][2]])
     ids = router_ab.session_ids(0, 0, 2)
     assert set(sid for sid, prompt in first) == ({ids[0]} if header else {None})
+
+
+# ---- --chat-clients: fewer clients than sessions take the turns round robin ------------------------------------
+def test_turn_line_takes_the_sessions_round_robin():
+    line = router_ab.TurnLine(3, 2)
+    # three sessions of two turns, one client answering each turn before it takes the next: 0, 1, 2, then each
+    # session's second turn in the order the first ones were answered; then the line is empty
+    taken = []
+    for count in range(6):
+        session, turn = line.take()
+        assert len(taken) == count
+        taken.append((session, turn))
+        line.done(session)
+    assert taken == [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1)]
+    assert line.take() is None
+
+
+def test_turn_line_never_gives_a_session_to_two_clients_at_once():
+    line = router_ab.TurnLine(2, 3)
+    assert line.take() == (0, 0) and line.take() == (1, 0)
+    # both sessions in flight: nothing in line, although turns are left (their own clients put them back)
+    assert line.take() is None
+    line.done(1)
+    assert line.take() == (1, 1)
+    line.done(0)
+    line.done(1)
+    assert [line.take(), line.take()] == [(0, 1), (1, 2)]
+    line.done(0)
+    line.done(1)  # session 1 had its 3 turns: not put back
+    assert [line.take(), line.take()] == [(0, 2), None]
+
+
+def test_chat_clients_above_the_sessions_are_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        _opts(tmp_path, "--chat-sessions", "4", "--chat-clients", "5")
+    assert "--chat-clients 5" in capsys.readouterr().err
+
+
+def test_the_plan_runs_chat_at_the_clients_concurrency(tmp_path):
+    opts = _opts(tmp_path, "--shapes", "chat_header", "--repeats", "1", "--chat-arms", "nginx_default",
+                 "--chat-sessions", "48", "--chat-clients", "16")
+    assert router_ab.run_plan(opts) == [("nginx_default", "chat_header", 16, 0)]
+
+
+def test_chat_clients_send_every_turn_in_order_with_its_history(tmp_path):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Engine)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _Engine.seen = []
+    try:
+        opts = _opts(tmp_path, "--chat-sessions", "5", "--chat-clients", "2", "--chat-turns", "3",
+                     "--chat-system-tokens", "4", "--chat-user-tokens", "2", "--chat-answer-tokens", "2",
+                     "--chat-stagger", "0", "--chat-vocab", "50")
+        result, records = router_ab.run_chat(opts, "http://127.0.0.1:%d" % server.server_address[1], True, 0, 30)
+    finally:
+        server.shutdown()
+    # 5 sessions x 3 turns, every one answered; each session's prompts 6, 10, 14 words (as above): 5 x 30 = 150
+    assert (result["completed"], result["failed"], result["total_input_tokens"]) == (15, 0, 150)
+    assert [(r["session"], r["turn"], r["prompt_tokens"]) for r in records] == [
+        (s, t, 6 + 4 * t) for s in range(5) for t in range(3)]
+    ids = router_ab.session_ids(0, 0, 5)
+    assert sorted(set(r["session_id"] for r in records)) == sorted(ids)
+
+
+class _Pick(object):
+    """A stand-in random.Random whose randrange gives the listed picks in turn."""
+
+    def __init__(self, picks):
+        self.picks = list(picks)
+
+    def randrange(self, n):
+        pick = self.picks.pop(0)
+        assert 0 <= pick < n
+        return pick
+
+
+def test_turn_line_random_order_takes_the_picked_waiting_session():
+    line = router_ab.TurnLine(4, 2, _Pick([2, 0, 1]))
+    # line 0 1 2 3: pick index 2 -> session 2; line 3 0 1 (rotated, then 2 taken) : pick 0 -> session 3
+    assert line.take() == (2, 0)
+    assert line.take() == (3, 0)
+    line.done(2)  # line 0 1 2: pick 1 -> session 1
+    assert line.take() == (1, 0)

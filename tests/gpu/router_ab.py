@@ -26,7 +26,10 @@ Traffic shapes (--shapes; the default `prefix,random` is the original A/B):
                  sessions of --chat-turns turns, all starting with the same --chat-system-tokens system prompt; each
                  turn = the previous turns + the previous answer + --chat-user-tokens new words; turns of a session
                  sequential, sessions concurrent (started --chat-stagger seconds apart); every request carries
-                 `X-Session-Id: <the session's id>`; arms --chat-arms
+                 `X-Session-Id: <the session's id>`; arms --chat-arms. --chat-clients N (< sessions): N clients
+                 take the sessions' turns (a session's next turn goes to the back of the line; --chat-order
+                 round_robin takes the front one, random any waiting one), as vLLM's multi-turn benchmark does
+                 with --num-clients below --max-active-conversations: more conversations than requests in flight
   chat_noheader  the same sessions without the header
   random         no reuse (`--dataset-name random`), at the last --concurrency, arms --random-arms
 Each shape runs --repeats times, every arm of a repeat on the same prompts (same seed); the report keeps the WORSE
@@ -50,6 +53,7 @@ nginx template with Ansible's own templating, as the role does).
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import pathlib
@@ -424,29 +428,76 @@ def stream_completion(base_url, body, headers, timeout):
     return out
 
 
+class TurnLine:
+    """The sessions' turns in the order clients take them: each client takes the session at the front of the line,
+    sends its next turn, and puts the session at the back while turns are left (round robin, as vLLM's multi-turn
+    benchmark samples its active conversations), or with `rng` a random waiting session (its `random` sampling: a
+    round robin's fixed order can bring a session back just as the engine it last used frees a slot). Thread-safe.
+    take() returns None when no session waits in line: that client stops, and every session still in flight is put
+    back by the client that sent its turn, which then takes from the line again, so no turn is left unsent."""
+
+    def __init__(self, sessions, turns, rng=None):
+        self._line = collections.deque(range(sessions))
+        self._next_turn = [0] * sessions
+        self._turns = turns
+        self._rng = rng  # a random.Random: take a random waiting session instead of the front one
+        self._lock = threading.Lock()
+
+    def take(self):
+        with self._lock:
+            if not self._line:
+                return None
+            if self._rng is not None:
+                self._line.rotate(-self._rng.randrange(len(self._line)))
+            session = self._line.popleft()
+            turn = self._next_turn[session]
+            self._next_turn[session] += 1
+            return session, turn
+
+    def done(self, session):
+        """The session's turn was answered: back in line if it has turns left."""
+        with self._lock:
+            if self._next_turn[session] < self._turns:
+                self._line.append(session)
+
+
 def run_chat(opts, base_url, header, repeat, timeout):
-    """Every session in its own thread, turns one after the other; vLLM-like result figures + per-request records."""
+    """--chat-clients clients (one per session by default) taking the sessions' turns from one TurnLine; a session's
+    turns in order, each with the previous answers; vLLM-like result figures + per-request records."""
     system, users = chat_texts(opts.seed, opts.chat_sessions, opts.chat_turns, opts.chat_system_tokens,
                                opts.chat_user_tokens, opts.chat_vocab)
     ids = session_ids(opts.seed, repeat, opts.chat_sessions)
+    histories = [[] for index in range(opts.chat_sessions)]
+    line = TurnLine(opts.chat_sessions, opts.chat_turns,
+                    random.Random("%d-order-%d" % (opts.seed, repeat)) if opts.chat_order == "random" else None)
     records = []
     lock = threading.Lock()
 
-    def session(index):
-        time.sleep(index * opts.chat_stagger)
-        history = []
-        for turn, user in enumerate(users[index]):
-            body = {"model": opts.served_name, "prompt": conversation(system, history, user),
-                    "max_tokens": opts.chat_answer_tokens, "temperature": 0.0, "ignore_eos": True, "stream": True,
-                    "stream_options": {"include_usage": True}}
-            got = stream_completion(base_url, body, {"X-Session-Id": ids[index]} if header else {}, timeout)
-            got.update(session=index, turn=turn, session_id=ids[index] if header else "")
-            history.append((user, got.pop("text") if got["error"] is None else ""))
-            with lock:
-                records.append(got)
+    def send(session, turn):
+        user = users[session][turn]
+        body = {"model": opts.served_name, "prompt": conversation(system, histories[session], user),
+                "max_tokens": opts.chat_answer_tokens, "temperature": 0.0, "ignore_eos": True, "stream": True,
+                "stream_options": {"include_usage": True}}
+        got = stream_completion(base_url, body, {"X-Session-Id": ids[session]} if header else {}, timeout)
+        got.update(session=session, turn=turn, session_id=ids[session] if header else "")
+        histories[session].append((user, got.pop("text") if got["error"] is None else ""))
+        with lock:
+            records.append(got)
 
+    def own_session(index):  # one client per session (the default): its turns back to back
+        time.sleep(index * opts.chat_stagger)
+        for turn in range(opts.chat_turns):
+            send(index, turn)
+
+    def from_line(index):  # --chat-clients: whichever session is at the front of the line
+        time.sleep(index * opts.chat_stagger)
+        for session, turn in iter(line.take, None):
+            send(session, turn)
+            line.done(session)
+
+    client = from_line if opts.chat_clients else own_session
     started = time.time()
-    threads = [threading.Thread(target=session, args=(i,), daemon=True) for i in range(opts.chat_sessions)]
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(opts.chat_concurrency)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -680,6 +731,10 @@ def parse(argv):
     a("--chat-user-tokens", type=int, default=192)
     a("--chat-answer-tokens", type=int, default=64)
     a("--chat-stagger", type=float, default=0.25, help="seconds between two sessions' first turns")
+    a("--chat-clients", type=int, default=0,
+      help="clients that take the sessions' turns (0 = one per session, its turns back to back)")
+    a("--chat-order", choices=["round_robin", "random"], default="round_robin",
+      help="--chat-clients: which waiting session a free client takes (vLLM's multi-turn --conversation-sampling)")
     a("--chat-vocab", type=int, default=151936, help="the stand-in tokenizer's vocabulary (words w7 .. w<N-1>)")
     a("--bench-in-process", action="store_true",
       help="call vLLM's bench serve function in this process (this Python must import vLLM) instead of one "
@@ -702,6 +757,9 @@ def parse(argv):
     opts.sysprompt_arm_list = [x for x in opts.sysprompt_arms.split(",") if x] or opts.arm_list
     opts.chat_arm_list = [x for x in opts.chat_arms.split(",") if x] or opts.arm_list
     opts.chat_header_arm_list = [x for x in opts.chat_header_arms.split(",") if x] or opts.chat_arm_list
+    if opts.chat_clients < 0 or opts.chat_clients > opts.chat_sessions:
+        p.error("--chat-clients %d: use 0 (one per session) up to --chat-sessions (%d)" % (opts.chat_clients, opts.chat_sessions))
+    opts.chat_concurrency = opts.chat_clients or opts.chat_sessions
     for shape in opts.shape_list:
         if shape not in SHAPES:
             p.error("unknown shape %r: use %s" % (shape, ", ".join(SHAPES)))
@@ -724,7 +782,7 @@ def run_plan(opts):
             cells += [(arm, shape, opts.sysprompt_concurrency) for arm in opts.sysprompt_arm_list]
         else:
             arms = opts.chat_header_arm_list if shape == "chat_header" else opts.chat_arm_list
-            cells += [(arm, shape, opts.chat_sessions) for arm in arms]
+            cells += [(arm, shape, opts.chat_concurrency) for arm in arms]
     return [(arm, shape, c, r) for r in range(opts.repeats) for arm, shape, c in cells]
 
 
