@@ -175,13 +175,9 @@ run_scenarios() {
   }
   ticker &
   local ticker_pid=$!
-  # Lanes: two beside pytest (GPUFLEET_MOLECULE_JOBS), three once pytest is done (GPUFLEET_MOLECULE_JOBS_LATE): then
-  # the two engine scenarios wait on engines, sleeps and timeouts for a fifth of the time (vmstat: 14-30 % idle
-  # with two lanes), and the third lane fills that.
-  lanes() { if [ -e "$logs/pytest.done" ]; then echo "${GPUFLEET_MOLECULE_JOBS_LATE:-3}"; else echo "$jobs"; fi; }
   [ "${order[0]:-}" = host_tuning ] && { one host_tuning; order=("${order[@]:1}"); }
   for scenario in "${order[@]}"; do
-    while [ "$(jobs -rp | grep -vc "^$ticker_pid\$")" -ge "$(lanes)" ]; do sleep 3; done
+    while [ "$(jobs -rp | grep -vc "^$ticker_pid\$")" -ge "$jobs" ]; do wait -n || true; done
     one "$scenario" &
   done
   while [ "$(jobs -rp | grep -vc "^$ticker_pid\$")" -gt 0 ]; do wait -n || true; done
