@@ -516,3 +516,39 @@ def test_every_link_to_the_generated_page_names_one_of_its_sections(page):
     links = [(path.name, anchor) for path in [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
              for anchor in re.findall(r"benchmarks-figures\.md#([\w-]+)", path.read_text())]
     assert links and [link for link in links if link[1] not in anchors] == []
+
+
+# ---- chat with more sessions than requests in flight (h100-0.26.0-chat-clients; its README's claims) -------------
+CLIENTS_DIR = ROOT / "tests" / "fixtures" / "router" / "h100-0.26.0-chat-clients"
+
+
+def test_chat_clients_fixture_says_what_its_raw_results_hold():
+    doc = json.loads((CLIENTS_DIR / "callA" / "results.json").read_text())
+    runs = {(r["arm"], r["repeat"]): r for r in doc["runs"]}
+    assert len(runs) == 8 and all(r["failed"] == 0 for r in runs.values())
+    assert doc["meta"]["kv_tokens"] == [65536, 65536]
+    # queried: 32 x (6 x 2,448 + 512 x 15) = 715,776 in every run, both engines' counters together
+    assert set(sum(e["queries"] for e in r["engines"]) for r in runs.values()) == {715776.0}
+
+    def computed(arm, repeat):
+        return 715776 - sum(e["hits"] for e in runs[(arm, repeat)]["engines"])
+
+    # the hash fronts: the formula's 625,760 hits less 32 x 5 x 16 = 2,560 (the last answer token's block) -> 92,576
+    for arm in ("nginx_default", "consistent_hash_header"):
+        assert [computed(arm, 0), computed(arm, 1)] == [92576, 92576]
+    # least_conn: 103,120 and 107,184 prompt tokens computed (1.11x and 1.16x the hash fronts')
+    assert [computed("nginx_least_conn", 0), computed("nginx_least_conn", 1)] == [103120, 107184]
+    # the README's 97-98 % of the ceiling: 612,656 / 715,776 = 0.8559 and 608,592 / 715,776 = 0.8503 of 0.8742
+    assert [runs[("nginx_least_conn", rep)]["hit_rate"] for rep in (0, 1)] == [0.8559, 0.8503]
+    assert doc["meta"]["ceilings"] == {"chat_header": 0.8742}
+    # no front reached 1.3x least_conn's output tok/s in either repeat (the best pair: 707.05 / 692.74 = 1.02)
+    for arm in ("nginx_default", "cache_aware_tight", "consistent_hash_header"):
+        for rep in (0, 1):
+            ratio = runs[(arm, rep)]["output_throughput"] / runs[("nginx_least_conn", rep)]["output_throughput"]
+            assert 0.98 < ratio < 1.03, (arm, rep, ratio)
+    # balance: the header hashes 78 / 114 and 102 / 90 (114 / 192 = 59 %); cache_aware 8 / 1.2 124 / 68 and 126 / 66
+    # (126 / 192 = 65.6 %, outside 35-65 %)
+    assert [r["requests"] for r in runs[("nginx_default", 0)]["engines"]] == [78.0, 114.0]
+    assert [r["requests"] for r in runs[("nginx_default", 1)]["engines"]] == [102.0, 90.0]
+    assert [r["requests"] for r in runs[("cache_aware_tight", 0)]["engines"]] == [124.0, 68.0]
+    assert [r["requests"] for r in runs[("cache_aware_tight", 1)]["engines"]] == [126.0, 66.0]
