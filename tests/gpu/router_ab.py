@@ -489,7 +489,7 @@ def run_chat(opts, base_url, header, repeat, timeout):
         for turn in range(opts.chat_turns):
             send(index, turn)
 
-    def from_line(index):  # --chat-clients: whichever session is at the front of the line
+    def from_line(index):  # --chat-clients: the session the line gives (--chat-order)
         time.sleep(index * opts.chat_stagger)
         for session, turn in iter(line.take, None):
             send(session, turn)
