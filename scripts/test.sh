@@ -142,10 +142,16 @@ run_scenarios() {
   # mig 35, model_weights 29, gpu_preflight 26): each free lane takes the longest scenario left, so the two lanes
   # end close together. A scenario not listed runs last.
   local longest_first="vllm_serve multinode fleet examples vllm_lifecycle model_storage nginx mig gpu_preflight model_weights"
-  declare -a order=()
+  # The light scenarios (no engine, 20-80 s each) run one after another in a third lane that opens when pytest is
+  # done: from then until the engine scenarios end, vmstat showed the cores 14-30 % idle (the engine scenarios wait on
+  # starts and timeouts), and a third lane that took any scenario (fleet, say) only slowed the other two (see
+  # docs/DEVELOPING.md, "Tried and not kept"). GPUFLEET_LIGHT_SCENARIOS="" puts them back in the two lanes.
+  local light="${GPUFLEET_LIGHT_SCENARIOS-model_storage nginx mig gpu_preflight model_weights}"
+  declare -a order=() light_order=()
   [ -f "$ROOT/extensions/molecule/host_tuning/molecule.yml" ] && order+=(host_tuning)
   for scenario in $longest_first; do
-    [ -f "$ROOT/extensions/molecule/$scenario/molecule.yml" ] && order+=("$scenario")
+    [ -f "$ROOT/extensions/molecule/$scenario/molecule.yml" ] || continue
+    if [[ " $light " == *" $scenario "* ]]; then light_order+=("$scenario"); else order+=("$scenario"); fi
   done
   for dir in "$ROOT"/extensions/molecule/*/; do
     scenario=$(basename "$dir")
@@ -173,14 +179,24 @@ run_scenarios() {
       done
     done
   }
+  light_lane() {
+    local s
+    until [ -e "$logs/pytest.done" ]; do sleep 5; done
+    for s in "${light_order[@]}"; do one "$s"; done
+  }
   ticker &
-  local ticker_pid=$!
+  local ticker_pid=$! light_pid=none
+  lanes_busy() { jobs -rp | grep -vx -e "$ticker_pid" -e "$light_pid" | wc -l; }
   [ "${order[0]:-}" = host_tuning ] && { one host_tuning; order=("${order[@]:1}"); }
+  if [ "${#light_order[@]}" -gt 0 ]; then
+    light_lane &
+    light_pid=$!
+  fi
   for scenario in "${order[@]}"; do
-    while [ "$(jobs -rp | grep -vc "^$ticker_pid\$")" -ge "$jobs" ]; do wait -n || true; done
+    while [ "$(lanes_busy)" -ge "$jobs" ]; do wait -n || true; done
     one "$scenario" &
   done
-  while [ "$(jobs -rp | grep -vc "^$ticker_pid\$")" -gt 0 ]; do wait -n || true; done
+  while [ "$(jobs -rp | grep -vxc "$ticker_pid")" -gt 0 ]; do wait -n || true; done
   kill "$ticker_pid" 2>/dev/null || true
 }
 collect_scenarios() {  # the scenarios' results into the summary, and the end of each failed one's log

@@ -80,7 +80,7 @@ def test_polling_rounds_end_when_every_job_ended(tmp_path, venv_bin, lengths):
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert "failed=0" in proc.stdout
     assert "stand-in progress line" in proc.stdout      # a round that saw a running job printed its line
-    # A job's end is seen when its result file says so, not at the 20-s interval (rounds wait 4, 8, 16 s, then 20).
+    # A job's end is seen when its result file says so, not at the 20-s interval (rounds wait 8, 16 s, then 20).
     assert took < max(lengths) + 20, took
 
 
