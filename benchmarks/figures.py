@@ -15,6 +15,8 @@ Inputs, all committed and all raw (vLLM's own result keys, the engines' /metrics
   call4b (the same files): cache_aware_tight at a middle threshold, on engines of their own;
 - the chat shape under KV pressure and cache_aware_tight at 8 / 1.2 on every shape
   (tests/fixtures/router/h100-0.26.0-chat-pressure/call{A,B}/results.json and host.txt, the same kind of files);
+- chat with more sessions than clients, the clients taking turns round robin (call A) or in random order (call B)
+  (tests/fixtures/router/h100-0.26.0-chat-clients/call{A,B}/results.json and host.txt, the same kind of files);
 - the tuner's H200 calls (tests/fixtures/tune/h200-0.26.0-qwen3-8b/call3/results.json and the KV-bound case
   tests/fixtures/tune/h200-0.26.0-kv/call3/results.json, all calls merged): each candidate's runs with their point
   seed (the prompt set) and vLLM's `request_goodput`, and the tuner's decision;
@@ -70,15 +72,22 @@ ROUTER_CHAT_PRESSURE = ("tests/fixtures/router/h100-0.26.0-chat-pressure",
                         [("callB/results.json", {"sysprompt": "sysprompt", "random": "random"}),
                          ("callA/results.json", {"chat_header": "chat_header", "chat_noheader": "chat_noheader"})],
                         "5dfd226")
+# Chat with more sessions than clients (--chat-clients): the same shape, engines and fronts, call A with the clients
+# taking the sessions round robin, call B in random order (--chat-order). (call, {shape: label}, tree), per call.
+ROUTER_CHAT_CLIENTS = ("tests/fixtures/router/h100-0.26.0-chat-clients",
+                       [("callA/results.json", {"chat_header": "chat_clients_rr"}, "ce06a3d"),
+                        ("callB/results.json", {"chat_header": "chat_clients_random"}, "44f8101")])
 ROUTER_AB_SCRIPT = "tests/gpu/router_ab.py"
 SHAPE_TITLES = [("prefix", "distinct long prefixes"), ("sysprompt", "a shared system prompt + distinct documents"),
                 ("chat_header", "chat sessions with an X-Session-Id header"),
                 ("chat_noheader", "the same chat sessions without the header"),
-                ("chat_header_32", "32 chat sessions with the header"), ("random", "no reuse")]
+                ("chat_header_32", "32 chat sessions with the header"),
+                ("chat_clients_rr", "32 chat sessions with the header, 16 clients taking them round robin"),
+                ("chat_clients_random", "the same, the clients taking any waiting session"), ("random", "no reuse")]
 # The issue's acceptance: each engine between 35 % and 65 % of the requests; throughput >= least_conn's within noise
 # (NOISE: the tuner's noise band); on the prefix and chat shapes >= 90 % of the ceiling hit rate and >= 1.3x.
 NOISE = 0.05
-REUSE_SHAPES = ("prefix", "chat_header", "chat_noheader", "chat_header_32")
+REUSE_SHAPES = ("prefix", "chat_header", "chat_noheader", "chat_header_32", "chat_clients_rr", "chat_clients_random")
 TUNE = ("tests/fixtures/tune/h200-0.26.0-qwen3-8b/call3/results.json", "92664c2")
 TUNE_KV = ("tests/fixtures/tune/h200-0.26.0-kv/call3/results.json", "5d9616c")
 RESTARTS = [("tests/fixtures/startup/restart-timing-h200-0.26.0/restart_timing.json", "24388f5"),
@@ -528,6 +537,59 @@ def chat_pressure_section():
     return lines + [""]
 
 
+def chat_clients_section():
+    """Chat with more sessions than clients: the clients taking the sessions round robin, then in random order."""
+    folder, calls = ROUTER_CHAT_CLIENTS
+    lines = ['<a id="front-door-chat-clients"></a>',
+             "## Chat with more sessions than clients: round robin and random order", ""]
+    docs, hosts, runs, ceilings = shapes_runs([(call, shapes) for call, shapes, tree in calls], folder)
+    if len(docs) < len(calls):
+        return lines + ["Not run yet: no %s." % ", ".join(os.path.join(folder, c) for c, shapes, tree in calls), ""]
+    arms = []
+    for r in runs:
+        if r["arm"] not in arms:
+            arms.append(r["arm"])
+    chat = docs[0]
+    labels = {"cache_aware_tight": "cache_aware_tight (%s)" % thresholds(chat, "--tight-abs-threshold",
+                                                                         "--tight-rel-threshold")}
+    lines += ["`%s/call{A,B}/results.json` - vLLM %s, two engines sharing ONE GPU (KV tokens %s); %s. Both repeats "
+              "of a call on the same prompts, each engine's prefix cache reset before every run; the columns read as "
+              "in [the four shapes](#front-door-shapes)." % (
+                  folder, gz_engine_version(folder), chat["meta"].get("kv_tokens"),
+                  "; ".join("%s (tree %s, `--chat-order %s`)" % (call_line(n, d, h), tree, _option_of(d, "--chat-order")
+                                                                 if "--chat-order" in d["meta"]["argv"] else
+                                                                 router_ab_choice_default("--chat-order"))
+                            for n, d, h, (c, s, tree) in zip(("A", "B"), docs, hosts, calls))), ""]
+    lines += ["Shape: %s sessions x %s turns taken by %s clients (a free client takes the next session of a line, "
+              "round robin, or any waiting one, random), a %s-token system prompt, %s new tokens and a %s-token answer per "
+              "turn, `X-Session-Id` on every request: %s distinct tokens with all sessions, %s with half of them "
+              "(one engine holds %s)." % (
+                  _option_of(chat, "--chat-sessions"), _option_of(chat, "--chat-turns"),
+                  _option_of(chat, "--chat-clients"), _option_of(chat, "--chat-system-tokens"),
+                  _option_of(chat, "--chat-user-tokens"), _option_of(chat, "--chat-answer-tokens"),
+                  fmt(chat_working_set(chat), 0), fmt(chat_working_set(chat, int(_option_of(chat, "--chat-sessions")) // 2), 0),
+                  fmt(max(chat["meta"].get("kv_tokens")), 0)), ""]
+    lines += [ceiling_line(ceilings, nonzero=True), ""]
+    lines += shape_table(runs, ceilings, arms, labels)
+    computed = {}
+    for r in runs:
+        computed.setdefault((r["workload"], r["arm"]), []).append(
+            (r["repeat"], int(sum(e["queries"] - e["hits"] for e in r["engines"]))))
+    lines += ["", "Prompt tokens the engines computed (queried minus prefix hits, both engines, each repeat): %s." % (
+        "; ".join("%s %s %s" % (shape, labels.get(arm, arm), " / ".join(fmt(n, 0) for k, n in sorted(per)))
+                  for (shape, arm), per in sorted(computed.items()))), ""]
+    lines += ["The issue's acceptance, as above:", ""]
+    lines += acceptance_table(runs, ceilings, arms, labels)
+    return lines + [""]
+
+
+def router_ab_choice_default(flag):
+    """router_ab.py's own default of an option with choices (what a call that does not pass it ran)."""
+    with open(os.path.join(ROOT, ROUTER_AB_SCRIPT)) as handle:
+        found = re.search(r'a\("%s", choices=\[[^]]*\], default="([^"]+)"' % re.escape(flag), handle.read())
+    return found.group(1) if found else "?"
+
+
 # ---- the tuner on one H200 -----------------------------------------------------------------------------
 
 def prompt_sets(doc):
@@ -691,9 +753,11 @@ def render():
             "Do not edit by hand. The raw files, the scripts and the test are in the repository, not in the installed "
             "collection. Sections: [bench role](#bench), [front door](#front-door), "
             "[front door, four shapes](#front-door-shapes), [its middle threshold](#front-door-threshold) and "
-            "[chat over one engine's KV](#front-door-chat-pressure), [tuner](#tuner), [tuner, KV-bound](#tuner-kv), "
+            "[chat over one engine's KV](#front-door-chat-pressure), "
+            "[chat with more sessions than clients](#front-door-chat-clients), [tuner](#tuner), [tuner, KV-bound](#tuner-kv), "
             "[restarts](#restarts), [CPU length mix](#cpu-mix).", ""]
     return "\n".join(head + bench_section() + ab_section() + shapes_section() + chat_pressure_section() +
+                     chat_clients_section() +
                      tune_section() + tune_kv_section() + restart_section() +
                      cpu_mix_section())
 

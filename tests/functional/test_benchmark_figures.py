@@ -412,8 +412,8 @@ def test_what_docs_front_door_says_of_the_chat_pressure_runs():
 
 def test_the_page_is_marked_from_a_checkout_and_links_its_sections(page):
     assert page.splitlines()[0].endswith("(from a checkout)")
-    for anchor in ("bench", "front-door", "front-door-shapes", "front-door-chat-pressure", "tuner", "restarts",
-                   "cpu-mix"):
+    for anchor in ("bench", "front-door", "front-door-shapes", "front-door-chat-pressure", "front-door-chat-clients",
+                   "tuner", "restarts", "cpu-mix"):
         assert '<a id="%s"></a>' % anchor in page and "(#%s)" % anchor in page, anchor
 
 
@@ -552,3 +552,47 @@ def test_chat_clients_fixture_says_what_its_raw_results_hold():
     assert [r["requests"] for r in runs[("nginx_default", 1)]["engines"]] == [102.0, 90.0]
     assert [r["requests"] for r in runs[("cache_aware_tight", 0)]["engines"]] == [124.0, 68.0]
     assert [r["requests"] for r in runs[("cache_aware_tight", 1)]["engines"]] == [126.0, 66.0]
+
+
+def test_chat_clients_random_order_fixture_says_what_its_raw_results_hold():
+    # Call B: the same shape as call A with --chat-order random (the fixture README's "Call B" section).
+    doc = json.loads((CLIENTS_DIR / "callB" / "results.json").read_text())
+    runs = {(r["arm"], r["repeat"]): r for r in doc["runs"]}
+    assert len(runs) == 8 and all(r["failed"] == 0 and r["completed"] == 192 for r in runs.values())
+    assert "--chat-order" in doc["meta"]["argv"] and doc["meta"]["argv"][doc["meta"]["argv"].index("--chat-order") + 1] == "random"
+    assert set(sum(e["queries"] for e in r["engines"]) for r in runs.values()) == {715776.0}
+
+    def computed(arm, repeat):
+        return 715776 - sum(e["hits"] for e in runs[(arm, repeat)]["engines"])
+
+    for arm in ("nginx_default", "consistent_hash_header"):
+        assert [computed(arm, 0), computed(arm, 1)] == [92576, 92576]
+    # least_conn: 157,088 and 169,952 computed (92,576 is 41 % and 46 % fewer); 0.7805 / 0.8742 = 89 %, 0.7626 = 87 %
+    assert [computed("nginx_least_conn", 0), computed("nginx_least_conn", 1)] == [157088, 169952]
+    assert [runs[("nginx_least_conn", rep)]["hit_rate"] for rep in (0, 1)] == [0.7805, 0.7626]
+    # output tok/s x least_conn, per repeat: nginx 668.52 / 639.03 = 1.046 and 657.55 / 602.43 = 1.091; vllm-router's
+    # consistent hash 1.068 and 1.085; cache_aware 696.58 / 639.03 = 1.090 and 679.73 / 602.43 = 1.128
+    expected = {"nginx_default": (1.046, 1.091), "consistent_hash_header": (1.068, 1.085),
+                "cache_aware_tight": (1.090, 1.128)}
+    for arm, ratios in expected.items():
+        for rep in (0, 1):
+            ratio = runs[(arm, rep)]["output_throughput"] / runs[("nginx_least_conn", rep)]["output_throughput"]
+            assert abs(ratio - ratios[rep]) < 0.001, (arm, rep, ratio)
+    # TTFT p90 (ms): least_conn 164.6 and 177.9, nginx's header hash 139.4 and 136.9
+    assert [round(runs[("nginx_least_conn", rep)]["ttft_p90_ms"], 1) for rep in (0, 1)] == [164.6, 177.9]
+    assert [round(runs[("nginx_default", rep)]["ttft_p90_ms"], 1) for rep in (0, 1)] == [139.4, 136.9]
+    # balance: every front within 35-65 % here; cache_aware's busier engine 121 / 192 = 63 %
+    assert [r["requests"] for r in runs[("cache_aware_tight", 0)]["engines"]] == [76.0, 116.0]
+    assert [r["requests"] for r in runs[("cache_aware_tight", 1)]["engines"]] == [121.0, 71.0]
+    assert all(0.35 <= r["balance"] <= 0.65 for r in runs.values())
+
+
+def test_the_chat_clients_section_shows_both_orders(page):
+    section = page.split('<a id="front-door-chat-clients"></a>')[1].split("<a id=")[0]
+    assert "`--chat-order round_robin`" in section and "`--chat-order random`" in section
+    # least_conn in random order: the worse repeat 602.4 tok/s, hit rate 0.7626 of 0.8742 = 87 % of the ceiling
+    assert "| chat_clients_random | nginx_least_conn | 2 | 0/384 | 602.4 | 1.00x |" in section
+    assert "| 95 / 97; 95 / 97 | 51 % | 76.3 % | 87 % |" in section
+    # the nginx default in random order: 657.55 / 602.43 = 1.09 and 668.52 / 639.03 = 1.05, the lower shown
+    assert "| chat_clients_random | nginx_default | 2 | 0/384 | 657.5 | 1.05x |" in section
+    assert "chat_clients_random nginx_least_conn 157,088 / 169,952" in section
