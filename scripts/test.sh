@@ -186,7 +186,7 @@ run_scenarios() {
   }
   ticker &
   local ticker_pid=$! light_pid=none
-  lanes_busy() { jobs -rp | grep -vx -e "$ticker_pid" -e "$light_pid" | wc -l; }
+  lanes_busy() { jobs -rp | grep -vxc -e "$ticker_pid" -e "$light_pid"; }
   [ "${order[0]:-}" = host_tuning ] && { one host_tuning; order=("${order[@]:1}"); }
   if [ "${#light_order[@]}" -gt 0 ]; then
     light_lane &
