@@ -522,17 +522,19 @@ def test_every_link_to_the_generated_page_names_one_of_its_sections(page):
 CLIENTS_DIR = ROOT / "tests" / "fixtures" / "router" / "h100-0.26.0-chat-clients"
 
 
-def test_chat_clients_fixture_says_what_its_raw_results_hold():
-    doc = json.loads((CLIENTS_DIR / "callA" / "results.json").read_text())
+def _clients_call(call):
+    """(its results.json, {(arm, repeat): run}, computed(arm, repeat)) of one call; checks what both calls share:
+    8 runs of 192 requests, none failed, 715,776 prompt tokens queried in each = 32 x (6 x 2,448 + 512 x 15)."""
+    doc = json.loads((CLIENTS_DIR / call / "results.json").read_text())
     runs = {(r["arm"], r["repeat"]): r for r in doc["runs"]}
-    assert len(runs) == 8 and all(r["failed"] == 0 for r in runs.values())
+    assert len(runs) == 8 and all(r["failed"] == 0 and r["completed"] == 192 for r in runs.values())
     assert doc["meta"]["kv_tokens"] == [65536, 65536]
-    # queried: 32 x (6 x 2,448 + 512 x 15) = 715,776 in every run, both engines' counters together
     assert set(sum(e["queries"] for e in r["engines"]) for r in runs.values()) == {715776.0}
+    return doc, runs, lambda arm, repeat: 715776 - sum(e["hits"] for e in runs[(arm, repeat)]["engines"])
 
-    def computed(arm, repeat):
-        return 715776 - sum(e["hits"] for e in runs[(arm, repeat)]["engines"])
 
+def test_chat_clients_fixture_says_what_its_raw_results_hold():
+    doc, runs, computed = _clients_call("callA")
     # the hash fronts: the formula's 625,760 hits less 32 x 5 x 16 = 2,560 (the last answer token's block) -> 92,576
     for arm in ("nginx_default", "consistent_hash_header"):
         assert [computed(arm, 0), computed(arm, 1)] == [92576, 92576]
@@ -556,15 +558,8 @@ def test_chat_clients_fixture_says_what_its_raw_results_hold():
 
 def test_chat_clients_random_order_fixture_says_what_its_raw_results_hold():
     # Call B: the same shape as call A with --chat-order random (the fixture README's "Call B" section).
-    doc = json.loads((CLIENTS_DIR / "callB" / "results.json").read_text())
-    runs = {(r["arm"], r["repeat"]): r for r in doc["runs"]}
-    assert len(runs) == 8 and all(r["failed"] == 0 and r["completed"] == 192 for r in runs.values())
-    assert "--chat-order" in doc["meta"]["argv"] and doc["meta"]["argv"][doc["meta"]["argv"].index("--chat-order") + 1] == "random"
-    assert set(sum(e["queries"] for e in r["engines"]) for r in runs.values()) == {715776.0}
-
-    def computed(arm, repeat):
-        return 715776 - sum(e["hits"] for e in runs[(arm, repeat)]["engines"])
-
+    doc, runs, computed = _clients_call("callB")
+    assert doc["meta"]["argv"][doc["meta"]["argv"].index("--chat-order") + 1] == "random"
     for arm in ("nginx_default", "consistent_hash_header"):
         assert [computed(arm, 0), computed(arm, 1)] == [92576, 92576]
     # least_conn: 157,088 and 169,952 computed (92,576 is 41 % and 46 % fewer); 0.7805 / 0.8742 = 89 %, 0.7626 = 87 %
