@@ -142,17 +142,10 @@ run_scenarios() {
   # mig 35, model_weights 29, gpu_preflight 26): each free lane takes the longest scenario left, so the two lanes
   # end close together. A scenario not listed runs last.
   local longest_first="vllm_serve multinode fleet examples vllm_lifecycle model_storage nginx mig gpu_preflight model_weights"
-  # The light scenarios (no engine, 20-80 s each) run one after another in a third lane that opens when the first
-  # engine scenario ends (and pytest is done): in the suite's last part only fleet, examples and vllm_lifecycle are
-  # left, mostly Ansible's own waits, and vmstat showed the cores 20-30 % idle there. Opened when pytest ended instead,
-  # the lane slowed the engine scenarios (see docs/DEVELOPING.md, "Tried and not kept").
-  # GPUFLEET_LIGHT_SCENARIOS="" puts them back in the two lanes.
-  local light="${GPUFLEET_LIGHT_SCENARIOS-model_storage nginx mig gpu_preflight model_weights}"
-  declare -a order=() light_order=()
+  declare -a order=()
   [ -f "$ROOT/extensions/molecule/host_tuning/molecule.yml" ] && order+=(host_tuning)
   for scenario in $longest_first; do
-    [ -f "$ROOT/extensions/molecule/$scenario/molecule.yml" ] || continue
-    if [[ " $light " == *" $scenario "* ]]; then light_order+=("$scenario"); else order+=("$scenario"); fi
+    [ -f "$ROOT/extensions/molecule/$scenario/molecule.yml" ] && order+=("$scenario")
   done
   for dir in "$ROOT"/extensions/molecule/*/; do
     scenario=$(basename "$dir")
@@ -180,25 +173,14 @@ run_scenarios() {
       done
     done
   }
-  light_lane() {  # light_lane FIRST SECOND: after pytest, and once FIRST or SECOND (the two longest) has ended
-    local s
-    ended() { [ -z "$1" ] || [ -e "$logs/molecule-$1.rc" ]; }  # no such scenario counts as ended
-    until [ -e "$logs/pytest.done" ] && { ended "$1" || ended "$2"; }; do sleep 5; done
-    for s in "${light_order[@]}"; do one "$s"; done
-  }
   ticker &
-  local ticker_pid=$! light_pid=none
-  lanes_busy() { jobs -rp | grep -vxc -e "$ticker_pid" -e "$light_pid"; }
+  local ticker_pid=$!
   [ "${order[0]:-}" = host_tuning ] && { one host_tuning; order=("${order[@]:1}"); }
-  if [ "${#light_order[@]}" -gt 0 ]; then
-    light_lane "${order[0]:-}" "${order[1]:-}" &
-    light_pid=$!
-  fi
   for scenario in "${order[@]}"; do
-    while [ "$(lanes_busy)" -ge "$jobs" ]; do wait -n || true; done
+    while [ "$(jobs -rp | grep -vc "^$ticker_pid\$")" -ge "$jobs" ]; do wait -n || true; done
     one "$scenario" &
   done
-  while [ "$(jobs -rp | grep -vxc "$ticker_pid")" -gt 0 ]; do wait -n || true; done
+  while [ "$(jobs -rp | grep -vc "^$ticker_pid\$")" -gt 0 ]; do wait -n || true; done
   kill "$ticker_pid" 2>/dev/null || true
 }
 collect_scenarios() {  # the scenarios' results into the summary, and the end of each failed one's log
