@@ -329,10 +329,7 @@ def shapes_section():
     lines = ['<a id="front-door-shapes"></a>', "## The front door over four traffic shapes (tests/gpu/router_ab.py)", ""]
     if not docs:
         return lines + ["Not run yet: no %s." % ", ".join(os.path.join(folder, c) for c, shapes in calls), ""]
-    arms = []
-    for r in runs:
-        if r["arm"] not in arms:
-            arms.append(r["arm"])
+    arms = arms_in_order(runs)
     lines += ["`%s/call{1,2,3}/results.json` - vLLM %s on one %s (driver %s; the lent machine, `host.txt`), two "
               "engines sharing that ONE GPU (KV tokens %s, the same engines for the three calls), calls started %s; "
               "tree of commit %s with this change's router_ab.py; %s. Every arm of a repeat ran the same prompts; a "
@@ -413,10 +410,29 @@ def acceptance_table(runs, ceilings, arms, labels=None):
 
 
 def router_ab_default(flag):
-    """router_ab.py's own default of one of its options (what a call that does not pass the option ran)."""
+    """router_ab.py's own default of one of its options (what a call that does not pass the option ran): a number
+    (`type=..., default=8`) or a choice (`choices=[...], default="round_robin"`)."""
     with open(os.path.join(ROOT, ROUTER_AB_SCRIPT)) as handle:
-        found = re.search(r'a\("%s", type=\w+, default=([\d.]+)' % re.escape(flag), handle.read())
+        found = re.search(r'a\("%s", (?:type=\w+|choices=\[[^]]*\]), default="?([\w.]+)' % re.escape(flag), handle.read())
     return found.group(1) if found else "?"
+
+
+def arms_in_order(runs):
+    """The fronts of the runs, in the order they first ran."""
+    arms = []
+    for r in runs:
+        if r["arm"] not in arms:
+            arms.append(r["arm"])
+    return arms
+
+
+def computed_prompt_tokens(runs):
+    """{(shape, front): [(repeat, prompt tokens the engines computed: queried minus prefix hits, both engines)]}."""
+    computed = {}
+    for r in runs:
+        computed.setdefault((r["workload"], r["arm"]), []).append(
+            (r["repeat"], int(sum(e["queries"] - e["hits"] for e in r["engines"]))))
+    return computed
 
 
 def thresholds(doc, abs_flag, rel_flag):
@@ -439,10 +455,7 @@ def shapes_mid_lines():
     default = thresholds(doc, "--balance-abs-threshold", "--balance-rel-threshold")
     middle = thresholds(doc, "--tight-abs-threshold", "--tight-rel-threshold")
     labels = {"cache_aware": "cache_aware (%s)" % default, "cache_aware_tight": "cache_aware_tight (%s)" % middle}
-    arms = []
-    for r in runs:
-        if r["arm"] not in arms:
-            arms.append(r["arm"])
+    arms = arms_in_order(runs)
     lines += ["`%s/call4/results.json` and `call4b/results.json` - a fresh lent machine (`host.txt`), two new "
               "engines sharing its ONE GPU with the flags above (KV tokens %s); %s; tree of commit %s (`host.txt` names "
               "%s: the device copy's git metadata, not the files that travelled). Call 4b ran on "
@@ -482,10 +495,7 @@ def chat_pressure_section():
     first, chat = docs
     middle = thresholds(chat, "--tight-abs-threshold", "--tight-rel-threshold")
     labels = {"cache_aware_tight": "cache_aware_tight (%s)" % middle}
-    arms = []
-    for r in runs:
-        if r["arm"] not in arms:
-            arms.append(r["arm"])
+    arms = arms_in_order(runs)
     kv = chat["meta"].get("kv_tokens")
     sessions = int(_option_of(chat, "--chat-sessions"))
     lines += ["`%s/call{B,A}/results.json` - vLLM %s, two engines sharing ONE GPU (KV tokens %s); %s; tree of commit "
@@ -514,11 +524,7 @@ def chat_pressure_section():
                   _option_of(first, "--output-len")), ""]
     lines += [ceiling_line(ceilings, nonzero=True), ""]
     lines += shape_table(runs, ceilings, arms, labels)
-    computed = {}
-    for r in runs:
-        if r["workload"].startswith("chat"):
-            computed.setdefault((r["workload"], r["arm"]), []).append(
-                (r["repeat"], int(sum(e["queries"] - e["hits"] for e in r["engines"]))))
+    computed = computed_prompt_tokens(r for r in runs if r["workload"].startswith("chat"))
     queried = sorted(set(int(sum(e["queries"] for e in r["engines"])) for r in runs
                          if r["workload"].startswith("chat")))
     least = max(n for (shape, arm), per in computed.items() if arm == "nginx_least_conn" for k, n in per)
@@ -545,10 +551,7 @@ def chat_clients_section():
     docs, hosts, runs, ceilings = shapes_runs([(call, shapes) for call, shapes, tree in calls], folder)
     if len(docs) < len(calls):
         return lines + ["Not run yet: no %s." % ", ".join(os.path.join(folder, c) for c, shapes, tree in calls), ""]
-    arms = []
-    for r in runs:
-        if r["arm"] not in arms:
-            arms.append(r["arm"])
+    arms = arms_in_order(runs)
     chat = docs[0]
     labels = {"cache_aware_tight": "cache_aware_tight (%s)" % thresholds(chat, "--tight-abs-threshold",
                                                                          "--tight-rel-threshold")}
@@ -558,7 +561,7 @@ def chat_clients_section():
                   folder, gz_engine_version(folder), chat["meta"].get("kv_tokens"),
                   "; ".join("%s (tree %s, `--chat-order %s`)" % (call_line(n, d, h), tree, _option_of(d, "--chat-order")
                                                                  if "--chat-order" in d["meta"]["argv"] else
-                                                                 router_ab_choice_default("--chat-order"))
+                                                                 router_ab_default("--chat-order"))
                             for n, d, h, (c, s, tree) in zip(("A", "B"), docs, hosts, calls))), ""]
     lines += ["Shape: %s sessions x %s turns taken by %s clients (a free client takes the next session of a line, "
               "round robin, or any waiting one, random), a %s-token system prompt, %s new tokens and a %s-token answer per "
@@ -571,23 +574,13 @@ def chat_clients_section():
                   fmt(max(chat["meta"].get("kv_tokens")), 0)), ""]
     lines += [ceiling_line(ceilings, nonzero=True), ""]
     lines += shape_table(runs, ceilings, arms, labels)
-    computed = {}
-    for r in runs:
-        computed.setdefault((r["workload"], r["arm"]), []).append(
-            (r["repeat"], int(sum(e["queries"] - e["hits"] for e in r["engines"]))))
+    computed = computed_prompt_tokens(runs)
     lines += ["", "Prompt tokens the engines computed (queried minus prefix hits, both engines, each repeat): %s." % (
         "; ".join("%s %s %s" % (shape, labels.get(arm, arm), " / ".join(fmt(n, 0) for k, n in sorted(per)))
                   for (shape, arm), per in sorted(computed.items()))), ""]
     lines += ["The issue's acceptance, as above:", ""]
     lines += acceptance_table(runs, ceilings, arms, labels)
     return lines + [""]
-
-
-def router_ab_choice_default(flag):
-    """router_ab.py's own default of an option with choices (what a call that does not pass it ran)."""
-    with open(os.path.join(ROOT, ROUTER_AB_SCRIPT)) as handle:
-        found = re.search(r'a\("%s", choices=\[[^]]*\], default="([^"]+)"' % re.escape(flag), handle.read())
-    return found.group(1) if found else "?"
 
 
 # ---- the tuner on one H200 -----------------------------------------------------------------------------
