@@ -3,11 +3,13 @@
 #   apt packages (scripts/requirements-apt.txt), podman configuration for systemd test hosts,
 #   the project venv (.venv from requirements-dev.txt), ansible-test's offline pip bootstrap,
 #   and the local test-host image (scripts/build-testhost-image.sh).
-# Usage: ./scripts/setup.sh [--no-image]
+# Usage: ./scripts/setup.sh [--no-image | --system]   (--system: the apt packages and podman's configuration only,
+#        all the test-host image needs: scripts/test.sh builds the image beside the rest of the set-up)
 source "$(dirname "$0")/lib.sh"
 
-want_image=1
+want_image=1 system_only=0
 [ "${1:-}" = "--no-image" ] && want_image=0
+[ "${1:-}" = "--system" ] && system_only=1
 [ "$(id -u)" -eq 0 ] || die "run as root (apt, podman with systemd and loop devices need it)"
 
 stamp_dir="$BUILD/stamps"
@@ -41,6 +43,7 @@ runtime = "runc"
 cgroup_manager = "cgroupfs"
 CONF
 fi
+[ "$system_only" = 1 ] && exit 0
 
 # 3. the project venv
 venv_stamp="$stamp_dir/venv-$(hash_of "$ROOT/requirements-dev.txt")"

