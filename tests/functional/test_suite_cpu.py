@@ -1,3 +1,6 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.vllm contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """benchmarks/suite_cpu.py: which command line starts which step, and the accounting on this machine's cgroups
 (root only: CI and the suite run as root)."""
 import importlib.util
