@@ -12,7 +12,8 @@ running test host (a podman container) is read from its own cgroup. The JSON: th
 seconds, the CPU seconds each step and each test host used, and the machine's busy and idle CPU seconds meanwhile.
 A step's processes are counted from the moment they are moved, so a step that ends within half a second may be
 missed. The suite's connection enters the test hosts with nsenter, outside their cgroups: the modules Ansible runs
-there count for the Molecule scenario's step; a test host's own figure is its engines, pip and services.
+there, and the jobs they start (pip's installs included), count for the Molecule scenario's step; a test host's own
+figure is what its systemd starts (the vLLM engines, the router, nginx, the exporters).
 Measured on cgroup v1 (the development and CI machines); the v2 branch follows the kernel's documented cpu.stat
 and is not exercised there."""
 from __future__ import absolute_import, division, print_function
