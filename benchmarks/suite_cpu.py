@@ -96,6 +96,10 @@ class Cgroups(object):
         except (OSError, IOError, AttributeError, ValueError):
             return None
 
+    def relative(self, name):
+        """A step cgroup's path as /proc/PID/cgroup names it."""
+        return "/" + os.path.relpath(os.path.join(self.base, name), self.root)
+
     def move(self, step, pids):
         folder = os.path.join(self.base, cgroup_name(step))
         os.makedirs(folder, exist_ok=True)
@@ -144,23 +148,43 @@ def processes():
     return found
 
 
-def tag_new_steps(cgroups, procs):
-    """Move each step-starting process not yet in a step's cgroup (and its descendants) into its step's one."""
+def is_accountant(cmdline):
+    """Whether a command line runs this script (another run of it accounts for its own command's processes)."""
+    return re.search(r"suite_cpu\.py ", cmdline) is not None
+
+
+def under_another_accountant(pid, procs, me):
+    """Whether another run of this script (one its own command started: the suite's test of it) started pid."""
+    seen = set()
+    while pid in procs and pid not in seen:
+        seen.add(pid)
+        pid = procs[pid][0]
+        if pid == me:
+            return False
+        if pid in procs and is_accountant(procs[pid][1]):
+            return True
+    return False
+
+
+def tag_new_steps(cgroups, procs, me=None):
+    """Move each step-starting process not yet in its step's cgroup (and its descendants) into its step's one."""
+    me = me or str(os.getpid())
     children = {}
     for pid, (ppid, _cmd) in procs.items():
         children.setdefault(ppid, []).append(pid)
     for pid, (_ppid, cmdline) in procs.items():
         step = step_of(cmdline)
         path = cgroups.path_of(pid) if step else ""
-        # Already in its step's cgroup, or a test host's process: left where it is. A step started inside another
-        # (a test that runs a set-up script) is its own: the innermost step is charged.
-        if not step or not path or path.endswith("/" + cgroup_name(step)) or "libpod" in path:
+        # Already in its step's cgroup, or a test host's process, or another run's: left where it is. A step started
+        # inside another (a test that runs a set-up script) is its own: the innermost step is charged.
+        if not step or not path or path == cgroups.relative(cgroup_name(step)) or "libpod" in path or \
+                under_another_accountant(pid, procs, me):
             continue
         tree, stack = [], [pid]
         while stack:
             current = stack.pop()
-            if current != pid and step_of(procs[current][1]):
-                continue  # a step inside this one: moved to its own cgroup, with its descendants
+            if current != pid and (step_of(procs[current][1]) or is_accountant(procs[current][1])):
+                continue  # a step inside this one, or another run of this script: not this step's
             if "libpod" not in cgroups.path_of(current):  # a test host's processes stay in its own cgroup
                 tree.append(current)
             stack.extend(children.get(current, []))

@@ -57,6 +57,30 @@ def _cgroups_writable():
 @pytest.mark.skipif(not _cgroups_writable(), reason="moving processes between cgroups needs root and a writable "
                     "cgroup hierarchy (CI and the suite run as root on a VM that has one)")
 def test_a_step_is_charged_its_own_cpu_and_nothing_else(tmp_path):
+    report, output = _account(tmp_path, _driver(tmp_path))
+    assert report["exit_code"] == 3, output
+    # the step: its 1.5 s burn (and bash's start), not the driver's other 1.0 s
+    assert 1.4 <= report["steps"].get("sanity", 0) <= 2.3, report
+    assert report["busy_cpu_s"] >= 2.4, report
+
+
+@pytest.mark.skipif(not _cgroups_writable(), reason="moving processes between cgroups needs root and a writable "
+                    "cgroup hierarchy (CI and the suite run as root on a VM that has one)")
+def test_a_run_inside_another_run_keeps_its_own_steps(tmp_path):
+    """The README's use runs the suite, this test included, under the script: the outer run leaves the inner one's."""
+    inner_out = tmp_path / "inner.json"
+    outer_driver = tmp_path / "outer_driver.py"
+    outer_driver.write_text("import subprocess, sys\nsys.exit(subprocess.run(%r).returncode)\n" % (
+        [sys.executable, SCRIPT, "--out", str(inner_out), "--", sys.executable, str(_driver(tmp_path))],))
+    outer, output = _account(tmp_path, outer_driver)
+    inner = json.loads(inner_out.read_text())
+    assert outer["exit_code"] == 3 and inner["exit_code"] == 3, output
+    assert 1.4 <= inner["steps"].get("sanity", 0) <= 2.3, inner
+    assert "sanity" not in outer["steps"], outer
+
+
+def _driver(tmp_path):
+    """A driver that starts a 'sanity' step burning 1.5 CPU-s beside a plain process burning 1.0, and exits 3."""
     burn_step, burn_other = tmp_path / "burn_step.py", tmp_path / "burn_other.py"
     burn_step.write_text(BURN.format(seconds=1.5))
     burn_other.write_text(BURN.format(seconds=1.0))
@@ -68,12 +92,15 @@ def test_a_step_is_charged_its_own_cpu_and_nothing_else(tmp_path):
         "subprocess.run([%r, %r])\n"
         "step.wait()\n"
         "sys.exit(3)\n" % (sys.executable, str(burn_step), sys.executable, str(burn_other)))
+    return driver
+
+
+def _account(tmp_path, driver):
+    """suite_cpu.py's report on running the driver, and its output; its exit code must be the driver's."""
     out = tmp_path / "report.json"
     proc = subprocess.run([sys.executable, SCRIPT, "--out", str(out), "--", sys.executable, str(driver)],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=120,
                           check=False)
     report = json.loads(out.read_text())
-    assert proc.returncode == 3 and report["exit_code"] == 3, proc.stdout
-    # the step: its 1.5 s burn (and bash's start), not the driver's other 1.0 s
-    assert 1.4 <= report["steps"].get("sanity", 0) <= 2.3, report
-    assert report["busy_cpu_s"] >= 2.4, report
+    assert proc.returncode == report["exit_code"], proc.stdout
+    return report, proc.stdout
