@@ -191,7 +191,7 @@ def tag_new_steps(cgroups, procs, me=None):
         cgroups.move(step, tree)
 
 
-def test_hosts(cgroups, seen):
+def read_test_hosts(cgroups, seen):
     """Update {container name: CPU seconds} with the running test hosts' cgroups (the largest reading kept)."""
     listing = subprocess.run(["podman", "ps", "--format", "{{.Names}} {{.Pid}}"], stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, universal_newlines=True, check=False).stdout
@@ -242,11 +242,11 @@ def main(argv=None):
     while proc.poll() is None:
         tag_new_steps(cgroups, processes())
         if time.time() - written >= args.hosts_every:
-            test_hosts(cgroups, hosts)
+            read_test_hosts(cgroups, hosts)
             report(None)
             written = time.time()
         time.sleep(args.interval)
-    test_hosts(cgroups, hosts)
+    read_test_hosts(cgroups, hosts)
     report(proc.returncode)
     cgroups.remove()
     return proc.returncode
