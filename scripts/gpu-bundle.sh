@@ -168,10 +168,11 @@ lean() {
 }
 
 # router: vllm-router 0.1.17 (its Rust extension stripped of symbols: 62 -> 50 MB, 14 MB packed) + orjson (the one
-# dependency the H200 image and the vLLM bundle lack) as a site folder, and Debian 12's nginx binary (the host has
-# libssl3, libpcre2, zlib, libcrypt), packed into .gpu-router/router-bundle.tar.xz.
+# dependency the H200 image and the vLLM bundle lack) as a site folder, Debian 12's nginx binary (the host has
+# libssl3, libpcre2, zlib, libcrypt) and Debian 12's HAProxy 2.6 with the two libraries Ubuntu's image lacks (Lua
+# 5.3, opentracing; a wrapper puts them on its library path), packed into .gpu-router/router-bundle.tar.xz.
 #   on the GPU host: mkdir -p /tmp/rt && xz -dc .gpu-router/router-bundle.tar.xz | tar -C /tmp/rt -xf -
-#   -> /tmp/rt/router-site (PYTHONPATH), /tmp/rt/nginx/nginx
+#   -> /tmp/rt/router-site (PYTHONPATH), /tmp/rt/nginx/nginx, /tmp/rt/haproxy/haproxy (router_ab.py's haproxy_bounded)
 router_bundle() {
   local out="$ROOT/.gpu-router" tmp
   tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
@@ -183,6 +184,16 @@ router_bundle() {
   for w in "$tmp"/whl/*.whl; do (cd "$tmp/pack/router-site" && "$PY" -m zipfile -e "$w" .); done
   strip --strip-unneeded "$tmp"/pack/router-site/vllm_router_rs.abi3.so "$tmp"/pack/router-site/vllm_router.libs/*
   (cd "$tmp" && apt-get download nginx 1>&2 && dpkg -x nginx_*.deb x) && cp "$tmp/x/usr/sbin/nginx" "$tmp/pack/nginx/"
+  mkdir -p "$tmp/pack/haproxy/lib"
+  (cd "$tmp" && apt-get download haproxy liblua5.3-0 libopentracing-c-wrapper0 libopentracing1 1>&2 \
+    && for deb in haproxy_*.deb liblua5.3-0_*.deb libopentracing*.deb; do dpkg -x "$deb" x; done)
+  cp "$tmp/x/usr/sbin/haproxy" "$tmp/pack/haproxy/haproxy.bin"
+  cp -P "$tmp"/x/usr/lib/x86_64-linux-gnu/liblua5.3.so.0* "$tmp"/x/usr/lib/x86_64-linux-gnu/libopentracing*.so* \
+    "$tmp/pack/haproxy/lib/"
+  # shellcheck disable=SC2016  # the wrapper's own expansions, at its run
+  printf '#!/bin/sh\nhere=$(dirname "$0")\nLD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "$here/haproxy.bin" "$@"\n' \
+    > "$tmp/pack/haproxy/haproxy"
+  chmod +x "$tmp/pack/haproxy/haproxy"
   tar -C "$tmp/pack" -cf - . | xz -9 -T"$(nproc)" > "$out/router-bundle.tar.xz"
   log "router bundle: $out/router-bundle.tar.xz ($(du -h "$out/router-bundle.tar.xz" | cut -f1))"
 }

@@ -2,18 +2,27 @@
 # Copyright: gpufleet.vllm contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """tests/gpu/router_ab.py's fronts: the collection's nginx template rendered for each arm, accepted by a real
-`nginx -t` (Debian's nginx on this machine), with the balancing the arm says. The whole A/B runs end to end
-on the CPU engine (command in tests/gpu/README.md)."""
+`nginx -t` (Debian's nginx on this machine), with the balancing the arm says; the haproxy_bounded arm's HAProxy
+(Debian's, scripts/requirements-apt.txt) in front of two stand-in upstreams: a shared body head spread within the
+bound, a session kept on one engine. The whole A/B runs end to end on the CPU engine (command in tests/gpu/README.md)."""
+import collections
+import concurrent.futures
+import http.server
 import importlib.util
+import json
 import pathlib
 import re
 import shutil
 import subprocess
+import threading
+import time
+import urllib.request
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 SPEC = importlib.util.spec_from_file_location("router_ab", ROOT / "tests" / "gpu" / "router_ab.py")
 router_ab = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(router_ab)
@@ -84,3 +93,114 @@ def test_router_arms_pass_the_clients_header_through(tmp_path, arm):
     conf = router_ab.render_nginx(opts, arm, opts.front_port, tmp_path).read_text()
     assert re.findall(r"^\s*server (\S+) ", conf, flags=re.M) == ["127.0.0.1:18710"]
     assert "X-Session-Id" not in conf and "$prefix_key" not in conf and "hash " not in conf
+
+
+@pytest.mark.skipif(not pathlib.Path(HAPROXY).exists(), reason="no haproxy binary (scripts/setup.sh installs it)")
+def test_haproxy_bounded_config_passes_haproxy_c(tmp_path):
+    opts = _opts(tmp_path)
+    conf = router_ab.render_haproxy(opts, tmp_path).read_text()
+    assert re.findall(r"^\s*server \S+ (\S+)", conf, flags=re.M) == ["127.0.0.1:18700", "127.0.0.1:18701"]
+    assert "bind 127.0.0.1:18710" in conf  # the router's port: nginx's router mode forwards there
+    assert "balance hash var(txn.key)" in conf and "hash-type consistent" in conf
+    assert "hash-balance-factor 125" in conf and "req.body,bytes(0,512)" in conf
+    proc = subprocess.run([HAPROXY, "-c", "-f", str(tmp_path / "haproxy.cfg")], capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_haproxy_balance_factor_must_exceed_100(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        router_ab.parse(["--model", str(tmp_path), "--out", str(tmp_path), "--haproxy-balance-factor", "100"])
+    assert "--haproxy-balance-factor 100: use a percentage above 100" in capsys.readouterr().err
+
+
+class _Upstream(http.server.ThreadingHTTPServer):
+    """A stand-in engine: answers which one it is, after the X-Hold seconds the request asks for."""
+    daemon_threads = True
+
+    def __init__(self, port):
+        super().__init__(("127.0.0.1", port), _UpstreamHandler)
+        self.port = port
+
+
+class _UpstreamHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):  # pylint: disable=arguments-differ
+        pass
+
+    def do_POST(self):  # pylint: disable=invalid-name
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        time.sleep(float(self.headers.get("X-Hold", "0")))
+        body = json.dumps({"port": self.server.port}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture()
+def haproxy_front(tmp_path):
+    """start(factor): HAProxy of the haproxy_bounded arm (that balance factor) before two stand-in upstreams."""
+    opts = router_ab.parse(["--model", str(tmp_path), "--out", str(tmp_path), "--port-base", "18760"])
+    servers, procs = [], []
+
+    def start(factor):
+        for port in opts.engine_ports:
+            server = _Upstream(port)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            servers.append(server)
+        opts.haproxy_balance_factor = factor  # 0 turns the bound off: the control below
+        cfg = router_ab.render_haproxy(opts, tmp_path)
+        proc = router_ab.spawn([HAPROXY, "-db", "-f", str(cfg)], tmp_path / "haproxy.log")
+        procs.append(proc)
+        router_ab.wait_http("http://127.0.0.1:%d/gpufleet/haproxy-health" % opts.router_port, 20, proc, "haproxy")
+        return "http://127.0.0.1:%d/v1/completions" % opts.router_port
+
+    yield start
+    for proc in procs:
+        router_ab.stop(proc)
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def _send(url, prompt, hold, session=None):
+    headers = {"Content-Type": "application/json", "X-Hold": str(hold)}
+    if session:
+        headers["X-Session-Id"] = session
+    body = json.dumps({"model": "m", "prompt": prompt}).encode()
+    with urllib.request.urlopen(urllib.request.Request(url, data=body, headers=headers), timeout=30) as response:
+        return json.loads(response.read())["port"]
+
+
+def _shared_head_split(url):
+    """96 requests with the same first 600 characters (a shared system prompt), 32 in flight: requests per upstream."""
+    head = "system " * 100
+    with concurrent.futures.ThreadPoolExecutor(32) as pool:
+        ports = list(pool.map(lambda i: _send(url, head + "document %d" % i, 0.2), range(96)))
+    return sorted(collections.Counter(ports).values())
+
+
+@pytest.mark.skipif(not pathlib.Path(HAPROXY).exists(), reason="no haproxy binary (scripts/setup.sh installs it)")
+def test_haproxy_bounded_spreads_a_shared_head_within_the_bound(haproxy_front):
+    counts = _shared_head_split(haproxy_front(125))
+    # 32 in flight, 16 on average: at most 1.25 x 16 = 20 on one upstream, 62.5 % of the requests.
+    assert sum(counts) == 96 and counts[-1] / 96.0 <= 0.65, counts
+
+
+@pytest.mark.skipif(not pathlib.Path(HAPROXY).exists(), reason="no haproxy binary (scripts/setup.sh installs it)")
+def test_without_the_bound_a_shared_head_goes_to_one_upstream(haproxy_front):
+    """The control: the same hash without hash-balance-factor sends every request to one upstream."""
+    assert _shared_head_split(haproxy_front(0)) == [96]
+
+
+@pytest.mark.skipif(not pathlib.Path(HAPROXY).exists(), reason="no haproxy binary (scripts/setup.sh installs it)")
+def test_haproxy_bounded_keeps_each_session_on_one_upstream(haproxy_front):
+    """Below the bound the header decides: every turn of a session on one upstream, the sessions on both."""
+    url = haproxy_front(125)
+    head = "system " * 100
+    by_session = dict(("s%d" % n, {_send(url, head + "turn %d" % turn, 0, "s%d" % n) for turn in range(4)})
+                      for n in range(16))
+    assert all(len(ports) == 1 for ports in by_session.values()), by_session
+    assert len(set().union(*by_session.values())) == 2, by_session

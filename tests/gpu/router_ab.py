@@ -17,6 +17,10 @@ Fronts ("arms"), each started fresh per run, the engines' prefix caches reset be
   cache_aware_tight  cache_aware with --tight-abs-threshold / --tight-rel-threshold (load balancing kicks in sooner)
   consistent_hash_header  nginx -> vllm-router --policy consistent_hash on the client's own X-Session-Id header
   power_of_two, random, sticky_least_loaded: nginx -> vllm-router with that policy
+  haproxy_bounded    nginx (router mode) -> HAProxy 2.6 (--haproxy-bin): a consistent hash with bounded load
+                     (`hash-balance-factor` --haproxy-balance-factor: no engine gets more than that percentage of the
+                     average number of requests in flight; the hash's next engine takes the rest). The key: the
+                     request's X-Session-Id header when it has one, else the first --prefix-key-chars bytes of its body
 Traffic shapes (--shapes; the default `prefix,random` is the original A/B):
   prefix         `vllm bench serve --dataset-name prefix_repetition` (many requests per distinct long prefix) at each
                  --concurrency, arms --arms
@@ -75,7 +79,8 @@ ROUTER_POLICIES = ("round_robin", "cache_aware", "consistent_hash", "power_of_tw
 NGINX_ARMS = ("nginx_least_conn", "nginx_hash", "nginx_default")
 # Router arms that are a policy with other settings: arm -> vllm-router --policy
 ARM_POLICY = {"cache_aware_tight": "cache_aware", "consistent_hash_header": "consistent_hash"}
-ALL_ARMS = NGINX_ARMS + ROUTER_POLICIES + tuple(ARM_POLICY)
+HAPROXY_ARMS = ("haproxy_bounded",)
+ALL_ARMS = NGINX_ARMS + ROUTER_POLICIES + tuple(ARM_POLICY) + HAPROXY_ARMS
 SHAPES = ("prefix", "sysprompt", "chat_header", "chat_noheader", "random")
 BLOCK = 16  # vLLM's KV block (tokens): prefix-cache hits are whole blocks
 SAMPLE = re.compile(r'^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)')
@@ -199,6 +204,38 @@ def render_nginx(opts, arm, port, workdir):
     return path
 
 
+def render_haproxy(opts, workdir):
+    """The haproxy_bounded arm's HAProxy config: on the router's port, in front of the two engines."""
+    servers = "".join("    server e%d 127.0.0.1:%d\n" % (i, port) for i, port in enumerate(opts.engine_ports))
+    conf = (
+        "global\n"
+        "    maxconn 4096\n"
+        "    pidfile %(pid)s\n"
+        "defaults\n"
+        "    mode http\n"
+        "    timeout connect 5s\n"
+        "    timeout client %(timeout)ds\n"
+        "    timeout server %(timeout)ds\n"
+        "frontend ab\n"
+        "    bind 127.0.0.1:%(port)d\n"
+        "    monitor-uri /gpufleet/haproxy-health\n"
+        # the body's head is only there once HAProxy waited for it (up to its buffer, 16 kB by default)
+        "    option http-buffer-request\n"
+        "    http-request set-var(txn.key) req.hdr(X-Session-Id) if { req.hdr(X-Session-Id) -m len gt 0 }\n"
+        "    http-request set-var(txn.key) req.body,bytes(0,%(chars)d) unless { var(txn.key) -m found }\n"
+        "    default_backend engines\n"
+        "backend engines\n"
+        "    balance hash var(txn.key)\n"
+        "    hash-type consistent\n"
+        "    hash-balance-factor %(factor)d\n"
+        "%(servers)s")
+    conf %= dict(pid=workdir / "haproxy.pid", timeout=opts.run_timeout, port=opts.router_port,
+                 chars=opts.prefix_key_chars, factor=opts.haproxy_balance_factor, servers=servers)
+    path = workdir / "haproxy.cfg"
+    path.write_text(conf)
+    return path
+
+
 def router_argv(opts, arm):
     """vllm-router's command line for a router arm (ARM_POLICY maps an arm to its policy)."""
     argv = ([opts.router_bin, "--host", "127.0.0.1", "--port", str(opts.router_port), "--worker-urls"]
@@ -226,7 +263,16 @@ class Front(object):
     def start(self):
         opts = self.opts
         self.workdir.mkdir(parents=True, exist_ok=True)
-        if self.arm not in NGINX_ARMS:
+        if self.arm in HAPROXY_ARMS:
+            cfg = render_haproxy(opts, self.workdir)
+            check = subprocess.run([opts.haproxy_bin, "-c", "-q", "-f", str(cfg)], capture_output=True, text=True,
+                                   check=False)
+            if check.returncode != 0:
+                raise RuntimeError("haproxy -c refused %s: %s" % (cfg, (check.stdout + check.stderr).strip()))
+            proc = spawn([opts.haproxy_bin, "-db", "-f", str(cfg)], self.workdir / "haproxy.log")
+            self.procs.append(proc)
+            wait_http("http://127.0.0.1:%d/gpufleet/haproxy-health" % opts.router_port, 30, proc, "haproxy")
+        elif self.arm not in NGINX_ARMS:
             argv = router_argv(opts, self.arm)
             proc = spawn(argv, self.workdir / "router.log")
             self.procs.append(proc)
@@ -687,6 +733,9 @@ def parse(argv):
     a("--python", default=sys.executable, help="Python with vLLM importable (PYTHONPATH is passed through)")
     a("--router-bin", default="vllm-router")
     a("--nginx-bin", default="nginx")
+    a("--haproxy-bin", default="haproxy", help="HAProxy 2.6 or later (haproxy_bounded)")
+    a("--haproxy-balance-factor", type=int, default=125,
+      help="haproxy_bounded: the most requests in flight an engine gets, in %% of the average (above 100)")
     a("--platform", choices=["cuda", "cpu"], default="cuda")
     a("--gpu-memory-utilization", type=float, default=0.44, help="cuda: per engine, both on the same GPU")
     a("--cpu-kv-gib", type=int, default=1, help="cpu: VLLM_CPU_KVCACHE_SPACE per engine")
@@ -713,7 +762,8 @@ def parse(argv):
     a("--tight-abs-threshold", type=int, default=4, help="cache_aware_tight's --balance-abs-threshold")
     a("--tight-rel-threshold", type=float, default=1.2, help="cache_aware_tight's --balance-rel-threshold")
     a("--router-args", default="", help="more vllm-router flags for every router arm")
-    a("--prefix-key-chars", type=int, default=512, help="characters of the body nginx hashes (nginx_hash, consistent_hash)")
+    a("--prefix-key-chars", type=int, default=512,
+      help="characters of the body the front hashes (nginx_hash, consistent_hash, haproxy_bounded)")
     a("--random-arms", default="nginx_least_conn,cache_aware", help="arms for the no-reuse workload ('' = none)")
     a("--random-input-len", type=int, default=4096)
     a("--random-output-len", type=int, default=64)
@@ -760,6 +810,9 @@ def parse(argv):
     if opts.chat_clients < 0 or opts.chat_clients > opts.chat_sessions:
         p.error("--chat-clients %d: use 0 (one per session) up to --chat-sessions (%d)" % (opts.chat_clients, opts.chat_sessions))
     opts.chat_concurrency = opts.chat_clients or opts.chat_sessions
+    if opts.haproxy_balance_factor <= 100:
+        p.error("--haproxy-balance-factor %d: use a percentage above 100 (125: no engine gets more than 1.25 times "
+                "the average number of requests in flight)" % opts.haproxy_balance_factor)
     for shape in opts.shape_list:
         if shape not in SHAPES:
             p.error("unknown shape %r: use %s" % (shape, ", ".join(SHAPES)))
