@@ -591,3 +591,54 @@ def test_the_chat_clients_section_shows_both_orders(page):
     # the nginx default in random order: 657.55 / 602.43 = 1.09 and 668.52 / 639.03 = 1.05, the lower shown
     assert "| chat_clients_random | nginx_default | 2 | 0/384 | 657.5 | 1.05x |" in section
     assert "chat_clients_random nginx_least_conn 157,088 / 169,952" in section
+
+
+# ---- HAProxy's bounded-load hash behind nginx (h200-0.26.0-haproxy; its README's claims) --------------------------
+HAPROXY_DIR = ROOT / "tests" / "fixtures" / "router" / "h200-0.26.0-haproxy"
+
+
+def _haproxy_runs():
+    """{(shape, arm, repeat): run} of both calls; every run of 26 complete, none failed."""
+    runs = {}
+    for call, count in (("callA", 12), ("callB", 14)):
+        doc = json.loads((HAPROXY_DIR / call / "results.json").read_text())
+        assert len(doc["runs"]) == count and not doc["stopped_early"] and doc["meta"]["kv_tokens"] == [65536, 65536]
+        for run in doc["runs"]:
+            runs[(call, run["workload"], run["arm"], run["repeat"])] = run
+    assert all(r["failed"] == 0 for r in runs.values())
+    return runs
+
+
+def _ratio(runs, call, shape, arm, rep):
+    return runs[(call, shape, arm, rep)]["output_throughput"] / runs[(call, shape, "nginx_least_conn", rep)]["output_throughput"]
+
+
+def test_haproxy_fixture_says_what_its_raw_results_hold():
+    runs = _haproxy_runs()
+    # balance: nginx's header hash 30 / 66 and 66 / 30 of 96 (68.75 %); the bounded hash at most 65 % except
+    # chat_noheader's 33 / 63 in both repeats (63 / 96 = 65.6 %)
+    assert [e["requests"] for e in runs[("callB", "chat_header", "nginx_default", 0)]["engines"]] == [30.0, 66.0]
+    assert [e["requests"] for e in runs[("callB", "chat_header", "nginx_default", 1)]["engines"]] == [66.0, 30.0]
+    over = sorted(k for k, r in runs.items() if k[2] == "haproxy_bounded" and r["balance"] > 0.65)
+    assert over == [("callB", "chat_noheader", "haproxy_bounded", 0), ("callB", "chat_noheader", "haproxy_bounded", 1)]
+    assert all(r["balance"] == 0.6562 for k, r in runs.items() if k in over)
+    # no shape at 1.3x: few prefixes 368.97 / 316.59 = 1.165 and 357.28 / 358.22 = 0.997; many prefixes
+    # 730.82 / 669.99 = 1.091 and 707.92 / 664.69 = 1.065; chat within a few per cent
+    expected = {("callA", "prefix"): (1.165, 0.997), ("callB", "prefix"): (1.091, 1.065)}
+    for (call, shape), ratios in expected.items():
+        for rep in (0, 1):
+            assert abs(_ratio(runs, call, shape, "haproxy_bounded", rep) - ratios[rep]) < 0.001, (call, shape, rep)
+    for shape in ("chat_header", "chat_noheader"):
+        for rep in (0, 1):
+            assert 0.99 < _ratio(runs, "callB", shape, "haproxy_bounded", rep) < 1.04, (shape, rep)
+    # the shared system prompt: 496.01 / 513.02 = 0.967 and 495.72 / 513.04 = 0.966, 38 of 64 requests on one engine
+    for rep in (0, 1):
+        assert 0.96 < _ratio(runs, "callA", "sysprompt", "haproxy_bounded", rep) < 0.97
+        assert [e["requests"] for e in runs[("callA", "sysprompt", "haproxy_bounded", rep)]["engines"]] == [38.0, 26.0]
+    # TTFT p50 on chat: about 211 ms through HAProxy against about 64 ms for least_conn, in every run
+    for shape in ("chat_header", "chat_noheader"):
+        for rep in (0, 1):
+            assert 210 < runs[("callB", shape, "haproxy_bounded", rep)]["ttft_p50_ms"] < 212
+            assert 63 < runs[("callB", shape, "nginx_least_conn", rep)]["ttft_p50_ms"] < 66
+    readme = (HAPROXY_DIR / "README.md").read_text()
+    assert "**The card was an H100.**" in readme and "63 of 96 (65.6 %)" in readme and "about 211 ms" in readme
