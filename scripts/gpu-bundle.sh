@@ -158,7 +158,9 @@ with tarfile.open(sys.argv[1], "r:xz") as tf:
 lean() {
   local full="$ROOT/.gpu/$NAME.tar.xz" out="$ROOT/.gpu-lean" tmp
   [ -f "$full" ] || die "no full bundle at $full: run scripts/gpu-bundle.sh build first"
-  tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+  tmp="$(mktemp -d)"
+  # shellcheck disable=SC2064  # expanded now: `tmp` is local, gone when the trap runs at exit
+  trap "rm -rf '$tmp'" EXIT
   xz -dc "$full" | tar -C "$tmp" -xf -
   rm -rf "$tmp"/site/vllm/_moe_C_stable_libtorch.abi3.so "$tmp"/site/ansible "$tmp"/site/ansible_test \
     "$tmp"/site/ansible_core-* "$tmp"/site/resolvelib*
@@ -173,9 +175,13 @@ lean() {
 # 5.3, opentracing; a wrapper puts them on its library path), packed into .gpu-router/router-bundle.tar.xz.
 #   on the GPU host: mkdir -p /tmp/rt && xz -dc .gpu-router/router-bundle.tar.xz | tar -C /tmp/rt -xf -
 #   -> /tmp/rt/router-site (PYTHONPATH), /tmp/rt/nginx/nginx, /tmp/rt/haproxy/haproxy (router_ab.py's haproxy_bounded)
+# and ansible-core 2.19.14 + resolvelib 1.2.1 without ansible_test and ansible/modules into
+# .gpu-router/ansible-site.tar.xz (-> /tmp/rt/ans on the PYTHONPATH: router_ab.py renders the nginx template with it).
 router_bundle() {
   local out="$ROOT/.gpu-router" tmp
-  tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+  tmp="$(mktemp -d)"
+  # shellcheck disable=SC2064  # expanded now: `tmp` is local, gone when the trap runs at exit
+  trap "rm -rf '$tmp'" EXIT
   mkdir -p "$tmp/whl" "$tmp/pack/router-site" "$tmp/pack/nginx" "$out"
   grep -qx '/.gpu-router/' "$ROOT/.git/info/exclude" || echo '/.gpu-router/' >> "$ROOT/.git/info/exclude"
   # shellcheck disable=SC2046
@@ -196,6 +202,15 @@ router_bundle() {
   chmod +x "$tmp/pack/haproxy/haproxy"
   tar -C "$tmp/pack" -cf - . | xz -9 -T"$(nproc)" > "$out/router-bundle.tar.xz"
   log "router bundle: $out/router-bundle.tar.xz ($(du -h "$out/router-bundle.tar.xz" | cut -f1))"
+  # ansible-core for router_ab.py's nginx template (the lean bundle drops it), without ansible_test and the modules
+  mkdir -p "$tmp/ans-whl" "$tmp/ans-pack/ans"
+  # shellcheck disable=SC2046
+  PIP_CONFIG_FILE=/dev/null "$PY" -m pip download -q --no-deps $(pip_target_flags) -d "$tmp/ans-whl" \
+    ansible-core==2.19.14 resolvelib==1.2.1 1>&2
+  for w in "$tmp"/ans-whl/*.whl; do (cd "$tmp/ans-pack/ans" && "$PY" -m zipfile -e "$w" .); done
+  rm -rf "$tmp/ans-pack/ans/ansible_test" "$tmp/ans-pack/ans/ansible/modules"
+  tar -C "$tmp/ans-pack" -cf - ans | xz -9 -T"$(nproc)" > "$out/ansible-site.tar.xz"
+  log "ansible-core for the nginx template: $out/ansible-site.tar.xz ($(du -h "$out/ansible-site.tar.xz" | cut -f1))"
 }
 
 case "${1:-build}" in
