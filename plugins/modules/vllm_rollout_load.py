@@ -100,7 +100,9 @@ pid:
 report:
   description:
     - C(total) and C(phases) (each C(name), C(sent), C(failed), C(truncated), C(ttft_p50_ms), C(ttft_p99_ms),
-      C(errors) - the distinct error texts with counts), C(broken_windows), C(max_failed), C(exceeded), C(line).
+      C(errors) - the distinct error texts with counts, C(failed_sent_at) - the wall clock (seconds since the epoch)
+      at which the first 20 failed requests were sent; a phase also has C(from), its mark's wall clock, null for
+      C(before)), C(broken_windows), C(max_failed), C(exceeded), C(line).
   returned: when state is read or stopped
   type: dict
 exceeded:

@@ -3,19 +3,17 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """tests/gpu/router_ab.py's fronts: the collection's nginx template rendered for each arm, accepted by a real
 `nginx -t` (Debian's nginx on this machine), with the balancing the arm says; the haproxy_bounded arm's HAProxy
-(Debian's, scripts/requirements-apt.txt) in front of two stand-in upstreams: a shared body head spread within the
+(Debian's, scripts/requirements-apt.txt) in front of the nginx scenario's two stand-in upstreams: a shared body head spread within the
 bound, a session kept on one engine. The whole A/B runs end to end on the CPU engine (command in tests/gpu/README.md)."""
 import collections
 import concurrent.futures
-import http.server
 import importlib.util
 import json
 import pathlib
 import re
 import shutil
 import subprocess
-import threading
-import time
+import sys
 import urllib.request
 
 import pytest
@@ -23,6 +21,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
+STANDIN = ROOT / "extensions" / "molecule" / "nginx" / "files" / "standin_upstream.py"
 SPEC = importlib.util.spec_from_file_location("router_ab", ROOT / "tests" / "gpu" / "router_ab.py")
 router_ab = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(router_ab)
@@ -114,42 +113,19 @@ def test_haproxy_balance_factor_must_exceed_100(tmp_path, capsys):
     assert "--haproxy-balance-factor 100: use a percentage above 100" in capsys.readouterr().err
 
 
-class _Upstream(http.server.ThreadingHTTPServer):
-    """A stand-in engine: answers which one it is, after the X-Hold seconds the request asks for."""
-    daemon_threads = True
-
-    def __init__(self, port):
-        super().__init__(("127.0.0.1", port), _UpstreamHandler)
-        self.port = port
-
-
-class _UpstreamHandler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):  # pylint: disable=arguments-differ
-        pass
-
-    def do_POST(self):  # pylint: disable=invalid-name
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        time.sleep(float(self.headers.get("X-Hold", "0")))
-        body = json.dumps({"port": self.server.port}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-
 @pytest.fixture()
 def haproxy_front(tmp_path):
-    """start(factor): HAProxy of the haproxy_bounded arm (that balance factor) before two stand-in upstreams."""
+    """start(factor): HAProxy of the haproxy_bounded arm (that balance factor) before two TEST STAND-INs for vLLM
+    (the nginx scenario's extensions/molecule/nginx/files/standin_upstream.py, named a and b)."""
     opts = router_ab.parse(["--model", str(tmp_path), "--out", str(tmp_path), "--port-base", "18760"])
-    servers, procs = [], []
+    procs = []
 
     def start(factor):
-        for port in opts.engine_ports:
-            server = _Upstream(port)
-            threading.Thread(target=server.serve_forever, daemon=True).start()
-            servers.append(server)
+        for name, port in zip("ab", opts.engine_ports):
+            proc = router_ab.spawn([sys.executable, str(STANDIN), "--port", str(port), "--name", name],
+                                   tmp_path / ("standin-%s.log" % name))
+            procs.append(proc)
+            router_ab.wait_http("http://127.0.0.1:%d/health" % port, 20, proc, "stand-in " + name)
         opts.haproxy_balance_factor = factor  # 0 turns the bound off: the control below
         cfg = router_ab.render_haproxy(opts, tmp_path)
         proc = router_ab.spawn([HAPROXY, "-db", "-f", str(cfg)], tmp_path / "haproxy.log")
@@ -158,28 +134,29 @@ def haproxy_front(tmp_path):
         return "http://127.0.0.1:%d/v1/completions" % opts.router_port
 
     yield start
-    for proc in procs:
+    for proc in reversed(procs):
         router_ab.stop(proc)
-    for server in servers:
-        server.shutdown()
-        server.server_close()
 
 
 def _send(url, prompt, hold, session=None):
-    headers = {"Content-Type": "application/json", "X-Hold": str(hold)}
+    """The stand-in that answered; `hold` seconds in flight (a stream of two events) when above 0."""
+    body = {"model": "m", "prompt": prompt}
+    if hold:
+        body.update(stream=True, events=2, interval=hold / 2.0)
+    headers = {"Content-Type": "application/json"}
     if session:
         headers["X-Session-Id"] = session
-    body = json.dumps({"model": "m", "prompt": prompt}).encode()
-    with urllib.request.urlopen(urllib.request.Request(url, data=body, headers=headers), timeout=30) as response:
-        return json.loads(response.read())["port"]
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return re.search(r'"instance": "(\w+)"', response.read().decode()).group(1)
 
 
 def _shared_head_split(url):
     """96 requests with the same first 600 characters (a shared system prompt), 32 in flight: requests per upstream."""
     head = "system " * 100
     with concurrent.futures.ThreadPoolExecutor(32) as pool:
-        ports = list(pool.map(lambda i: _send(url, head + "document %d" % i, 0.2), range(96)))
-    return sorted(collections.Counter(ports).values())
+        served = list(pool.map(lambda i: _send(url, head + "document %d" % i, 0.2), range(96)))
+    return sorted(collections.Counter(served).values())
 
 
 @pytest.mark.skipif(not pathlib.Path(HAPROXY).exists(), reason="no haproxy binary (scripts/setup.sh installs it)")
@@ -202,5 +179,5 @@ def test_haproxy_bounded_keeps_each_session_on_one_upstream(haproxy_front):
     head = "system " * 100
     by_session = dict(("s%d" % n, {_send(url, head + "turn %d" % turn, 0, "s%d" % n) for turn in range(4)})
                       for n in range(16))
-    assert all(len(ports) == 1 for ports in by_session.values()), by_session
+    assert all(len(served) == 1 for served in by_session.values()), by_session
     assert len(set().union(*by_session.values())) == 2, by_session

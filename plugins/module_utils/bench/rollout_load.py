@@ -153,24 +153,31 @@ def phase_of(wall, marks):
     return name
 
 
+FAILED_SENT_AT_MAX = 20  # send times kept per summary: enough to place a failure beside an event, never a flood
+
+
 def summarize(records):
-    """{sent, failed, truncated, ttft_p50_ms, ttft_p99_ms, errors} of some requests."""
+    """{sent, failed, truncated, ttft_p50_ms, ttft_p99_ms, errors, failed_sent_at} of some requests; failed_sent_at:
+    the wall clock at which the first FAILED_SENT_AT_MAX failed requests were sent (to read beside an event's time)."""
     ttfts = [r["ttft"] * 1000.0 for r in records if r["ttft"] is not None and not r["failed"]]
     p50, p99 = percentile(ttfts, 50), percentile(ttfts, 99)
-    return dict(sent=len(records), failed=sum(1 for r in records if r["failed"]),
+    failed_at = sorted(round(r["wall"], 2) for r in records if r["failed"])
+    return dict(sent=len(records), failed=len(failed_at),
                 truncated=sum(1 for r in records if r["truncated"]),
                 ttft_p50_ms=None if p50 is None else round(p50, 1), ttft_p99_ms=None if p99 is None else round(p99, 1),
-                errors=failures.error_texts(r["error"] for r in records))
+                errors=failures.error_texts(r["error"] for r in records), failed_sent_at=failed_at[:FAILED_SENT_AT_MAX])
 
 
 def report(records, marks, broken, max_failed):
-    """The load's report: the whole run, each phase in the order of its mark, and whether failed > max_failed."""
+    """The load's report: the whole run, each phase in the order of its mark (from: the mark's wall clock), and
+    whether failed > max_failed."""
     marks = sorted(marks, key=lambda m: m["wall"])
     names = ["before"] + [m["name"] for m in marks]
+    starts = dict([("before", None)] + [(m["name"], round(m["wall"], 2)) for m in marks])
     by_phase = dict((n, []) for n in names)
     for record in records:
         by_phase[phase_of(record["wall"], marks)].append(record)
-    phases = [dict(summarize(by_phase[n]), name=n) for n in names if by_phase[n] or n != "before"]
+    phases = [dict(summarize(by_phase[n]), name=n, **{"from": starts[n]}) for n in names if by_phase[n] or n != "before"]
     total = summarize(records)
     return dict(total=total, phases=phases, broken_windows=broken, max_failed=max_failed,
                 exceeded=total["failed"] > max_failed, line=describe(total, max_failed))

@@ -98,6 +98,10 @@ def test_requests_land_in_their_phase_with_counts(tmp_path):
     assert (phases["roll a"]["sent"], phases["roll a"]["failed"], phases["roll a"]["truncated"]) == (1, 0, 1)
     assert (phases["roll b"]["sent"], phases["roll b"]["failed"]) == (1, 0)
     assert phases["before"]["errors"] == [dict(text="Connection refused", count=1)]
+    # the refused request was sent at wall 1000 + (51 - 50) = 1001; each phase starts at its mark
+    assert [(p["name"], p["from"], p["failed_sent_at"]) for p in found["phases"]] == [
+        ("before", None, [1001.0]), ("roll a", 1002.0, []), ("roll b", 1003.5, [])]
+    assert found["total"]["failed_sent_at"] == [1001.0]
     assert found["total"]["ttft_p50_ms"] == 200.0 and found["total"]["ttft_p99_ms"] == 298.0
     assert found["exceeded"] and "1 failed (max 0)" in found["line"]
     assert not rollout_load.report(records, marks, broken, 1)["exceeded"]
@@ -151,3 +155,9 @@ def test_start_mark_settle_stop_on_a_real_process(tmp_path, monkeypatch):
     found = rollout_load.report(records, rollout_load.read_marks(folder), broken, 0)
     assert found["total"]["sent"] >= 1 and found["total"]["failed"] == 0 and not found["exceeded"]
     assert os.path.exists(os.path.join(folder, "done"))
+
+
+def test_failed_send_times_are_capped():
+    records = [dict(wall=2000.0 + n, failed=True, truncated=False, ttft=None, error="reset") for n in range(25)]
+    summary = rollout_load.summarize(records)
+    assert summary["failed"] == 25 and summary["failed_sent_at"] == [2000.0 + n for n in range(20)]
