@@ -17,6 +17,8 @@ Inputs, all committed and all raw (vLLM's own result keys, the engines' /metrics
   (tests/fixtures/router/h100-0.26.0-chat-pressure/call{A,B}/results.json and host.txt, the same kind of files);
 - chat with more sessions than clients, the clients taking turns round robin (call A) or in random order (call B)
   (tests/fixtures/router/h100-0.26.0-chat-clients/call{A,B}/results.json and host.txt, the same kind of files);
+- prefill-heavy chat (long turns, short answers), 32 sessions taken in random order by 16 clients, with and without
+  the header (tests/fixtures/router/h100-0.26.0-chat-prefill/callA/results.json and host.txt, the same kind of files);
 - the tuner's H200 calls (tests/fixtures/tune/h200-0.26.0-qwen3-8b/call3/results.json and the KV-bound case
   tests/fixtures/tune/h200-0.26.0-kv/call3/results.json, all calls merged): each candidate's runs with their point
   seed (the prompt set) and vLLM's `request_goodput`, and the tuner's decision;
@@ -77,17 +79,25 @@ ROUTER_CHAT_PRESSURE = ("tests/fixtures/router/h100-0.26.0-chat-pressure",
 ROUTER_CHAT_CLIENTS = ("tests/fixtures/router/h100-0.26.0-chat-clients",
                        [("callA/results.json", {"chat_header": "chat_clients_rr"}, "ce06a3d"),
                         ("callB/results.json", {"chat_header": "chat_clients_random"}, "44f8101")])
+# Prefill-heavy chat (576 new tokens and a 16-token answer per turn), 32 sessions taken in random order by 16 clients,
+# with and without the header; the tree: the commit the call ran on, plus the fixture's run.sh, uncommitted then.
+ROUTER_CHAT_PREFILL = ("tests/fixtures/router/h100-0.26.0-chat-prefill",
+                       [("callA/results.json", {"chat_header": "chat_prefill_header",
+                                                "chat_noheader": "chat_prefill_noheader"}, "10320c8")])
 ROUTER_AB_SCRIPT = "tests/gpu/router_ab.py"
 SHAPE_TITLES = [("prefix", "distinct long prefixes"), ("sysprompt", "a shared system prompt + distinct documents"),
                 ("chat_header", "chat sessions with an X-Session-Id header"),
                 ("chat_noheader", "the same chat sessions without the header"),
                 ("chat_header_32", "32 chat sessions with the header"),
                 ("chat_clients_rr", "32 chat sessions with the header, 16 clients taking them round robin"),
-                ("chat_clients_random", "the same, the clients taking any waiting session"), ("random", "no reuse")]
+                ("chat_clients_random", "the same, the clients taking any waiting session"),
+                ("chat_prefill_header", "prefill-heavy chat sessions with the header, 16 clients in random order"),
+                ("chat_prefill_noheader", "the same without the header"), ("random", "no reuse")]
 # The issue's acceptance: each engine between 35 % and 65 % of the requests; throughput >= least_conn's within noise
 # (NOISE: the tuner's noise band); on the prefix and chat shapes >= 90 % of the ceiling hit rate and >= 1.3x.
 NOISE = 0.05
-REUSE_SHAPES = ("prefix", "chat_header", "chat_noheader", "chat_header_32", "chat_clients_rr", "chat_clients_random")
+REUSE_SHAPES = ("prefix", "chat_header", "chat_noheader", "chat_header_32", "chat_clients_rr", "chat_clients_random",
+                "chat_prefill_header", "chat_prefill_noheader")
 TUNE = ("tests/fixtures/tune/h200-0.26.0-qwen3-8b/call3/results.json", "92664c2")
 TUNE_KV = ("tests/fixtures/tune/h200-0.26.0-kv/call3/results.json", "5d9616c")
 RESTARTS = [("tests/fixtures/startup/restart-timing-h200-0.26.0/restart_timing.json", "24388f5"),
@@ -546,8 +556,21 @@ def chat_pressure_section():
 def chat_clients_section():
     """Chat with more sessions than clients: the clients taking the sessions round robin, then in random order."""
     folder, calls = ROUTER_CHAT_CLIENTS
-    lines = ['<a id="front-door-chat-clients"></a>',
-             "## Chat with more sessions than clients: round robin and random order", ""]
+    return chat_calls_section("front-door-chat-clients",
+                              "Chat with more sessions than clients: round robin and random order", folder, calls)
+
+
+def chat_prefill_section():
+    """Prefill-heavy chat: long turns, short answers, more sessions than clients, with and without the header."""
+    folder, calls = ROUTER_CHAT_PREFILL
+    return chat_calls_section("front-door-chat-prefill",
+                              "Prefill-heavy chat: long turns, short answers, with and without the header", folder,
+                              calls)
+
+
+def chat_calls_section(anchor, title, folder, calls):
+    """One fixture of chat calls with --chat-clients: every call's runs relabelled to its shapes, one table."""
+    lines = ['<a id="%s"></a>' % anchor, "## %s" % title, ""]
     docs, hosts, runs, ceilings = shapes_runs([(call, shapes) for call, shapes, tree in calls], folder)
     if len(docs) < len(calls):
         return lines + ["Not run yet: no %s." % ", ".join(os.path.join(folder, c) for c, shapes, tree in calls), ""]
@@ -555,21 +578,29 @@ def chat_clients_section():
     chat = docs[0]
     labels = {"cache_aware_tight": "cache_aware_tight (%s)" % thresholds(chat, "--tight-abs-threshold",
                                                                          "--tight-rel-threshold")}
-    lines += ["`%s/call{A,B}/results.json` - vLLM %s, two engines sharing ONE GPU (KV tokens %s); %s. Both repeats "
+    names = [call[4] for call, shapes, tree in calls]
+    lines += ["`%s/%s/results.json` - vLLM %s, two engines sharing ONE GPU (KV tokens %s); %s. Both repeats "
               "of a call on the same prompts, each engine's prefix cache reset before every run; the columns read as "
               "in [the four shapes](#front-door-shapes)." % (
-                  folder, gz_engine_version(folder), chat["meta"].get("kv_tokens"),
+                  folder, "call" + names[0] if len(names) == 1 else "call{%s}" % ",".join(names),
+                  gz_engine_version(folder),
+                  chat["meta"].get("kv_tokens"),
                   "; ".join("%s (tree %s, `--chat-order %s`)" % (call_line(n, d, h), tree, _option_of(d, "--chat-order")
                                                                  if "--chat-order" in d["meta"]["argv"] else
                                                                  router_ab_default("--chat-order"))
-                            for n, d, h, (c, s, tree) in zip(("A", "B"), docs, hosts, calls))), ""]
+                            for n, d, h, (c, s, tree) in zip(names, docs, hosts, calls))), ""]
+    headers = sorted(set(shape for call, shapes, tree in calls for raw, shape in shapes.items()
+                         if raw == "chat_header"))
+    bare = sorted(set(shape for call, shapes, tree in calls for raw, shape in shapes.items()
+                      if raw == "chat_noheader"))
     lines += ["Shape: %s sessions x %s turns taken by %s clients (a free client takes the next session of a line, "
               "round robin, or any waiting one, random), a %s-token system prompt, %s new tokens and a %s-token answer per "
-              "turn, `X-Session-Id` on every request: %s distinct tokens with all sessions, %s with half of them "
-              "(one engine holds %s)." % (
+              "turn, %s: %s distinct tokens with all sessions, %s with half of them (one engine holds %s)." % (
                   _option_of(chat, "--chat-sessions"), _option_of(chat, "--chat-turns"),
                   _option_of(chat, "--chat-clients"), _option_of(chat, "--chat-system-tokens"),
                   _option_of(chat, "--chat-user-tokens"), _option_of(chat, "--chat-answer-tokens"),
+                  ("`X-Session-Id` on every request of %s; no header on %s" % (", ".join(headers), ", ".join(bare))
+                   if bare else "`X-Session-Id` on every request"),
                   fmt(chat_working_set(chat), 0), fmt(chat_working_set(chat, int(_option_of(chat, "--chat-sessions")) // 2), 0),
                   fmt(max(chat["meta"].get("kv_tokens")), 0)), ""]
     lines += [ceiling_line(ceilings, nonzero=True), ""]
@@ -747,10 +778,11 @@ def render():
             "collection. Sections: [bench role](#bench), [front door](#front-door), "
             "[front door, four shapes](#front-door-shapes), [its middle threshold](#front-door-threshold) and "
             "[chat over one engine's KV](#front-door-chat-pressure), "
-            "[chat with more sessions than clients](#front-door-chat-clients), [tuner](#tuner), [tuner, KV-bound](#tuner-kv), "
+            "[chat with more sessions than clients](#front-door-chat-clients), "
+            "[prefill-heavy chat](#front-door-chat-prefill), [tuner](#tuner), [tuner, KV-bound](#tuner-kv), "
             "[restarts](#restarts), [CPU length mix](#cpu-mix).", ""]
     return "\n".join(head + bench_section() + ab_section() + shapes_section() + chat_pressure_section() +
-                     chat_clients_section() +
+                     chat_clients_section() + chat_prefill_section() +
                      tune_section() + tune_kv_section() + restart_section() +
                      cpu_mix_section())
 

@@ -593,6 +593,48 @@ def test_the_chat_clients_section_shows_both_orders(page):
     assert "chat_clients_random nginx_least_conn 157,088 / 169,952" in section
 
 
+# ---- prefill-heavy chat (h100-0.26.0-chat-prefill; its README's claims) -------------------------------------------
+PREFILL_DIR = ROOT / "tests" / "fixtures" / "router" / "h100-0.26.0-chat-prefill"
+
+
+def test_chat_prefill_fixture_says_what_its_raw_results_hold():
+    doc = json.loads((PREFILL_DIR / "callA" / "results.json").read_text())
+    runs = {(r["workload"], r["arm"], r["repeat"]): r for r in doc["runs"]}
+    # 14 runs of 192 requests, none failed; every run queried 32 x (6 x 2,576 + 592 x 15) = 778,752 prompt tokens
+    assert len(runs) == 14 and all(r["failed"] == 0 and r["completed"] == 192 for r in runs.values())
+    assert doc["meta"]["kv_tokens"] == [65536, 65536]
+    assert doc["meta"]["ceilings"] == {"chat_header": 0.8529, "chat_noheader": 0.8529}
+    assert set(sum(e["queries"] for e in r["engines"]) for r in runs.values()) == {778752.0}
+
+    def computed(shape, arm, rep):
+        return 778752 - sum(e["hits"] for e in runs[(shape, arm, rep)]["engines"])
+
+    def ratio(shape, arm, rep):
+        return runs[(shape, arm, rep)]["output_throughput"] / runs[(shape, "nginx_least_conn", rep)]["output_throughput"]
+
+    # the header hashes: 664,160 hits by the formula less 32 x 5 x 16 = 2,560 -> 117,152 computed in every run
+    for arm in ("nginx_default", "consistent_hash_header"):
+        assert [computed("chat_header", arm, 0), computed("chat_header", arm, 1)] == [117152, 117152]
+    assert [computed("chat_header", "nginx_least_conn", rep) for rep in (0, 1)] == [224272, 197632]
+    # output tok/s x least_conn per repeat (the README's figures, rounded to two places)
+    expected = {("chat_header", "nginx_default"): (1.28, 1.25), ("chat_header", "consistent_hash_header"): (1.31, 1.21),
+                ("chat_header", "cache_aware_tight"): (1.31, 1.22), ("chat_noheader", "cache_aware_tight"): (1.28, 1.31),
+                ("chat_noheader", "nginx_default"): (1.04, 1.02)}
+    for (shape, arm), ratios in expected.items():
+        assert [round(ratio(shape, arm, rep), 2) for rep in (0, 1)] == list(ratios), (shape, arm)
+    # the worse repeat of every front below 1.3x
+    assert all(min(ratio(shape, arm, 0), ratio(shape, arm, 1)) < 1.3 for shape, arm in expected)
+    # TTFT p50 (ms) with the header: least_conn 156.0 and 127.1, nginx's header hash 99.5 and 103.6
+    assert [round(runs[("chat_header", "nginx_least_conn", rep)]["ttft_p50_ms"], 1) for rep in (0, 1)] == [156.0, 127.1]
+    assert [round(runs[("chat_header", "nginx_default", rep)]["ttft_p50_ms"], 1) for rep in (0, 1)] == [99.5, 103.6]
+    # balance: the header hashes 59 % at most; cache_aware 8 / 1.2 73 % at most, with and without the header
+    requests = {key: [int(e["requests"]) for e in run["engines"]] for key, run in runs.items()}
+    assert [requests[("chat_header", "nginx_default", rep)] for rep in (0, 1)] == [[78, 114], [102, 90]]
+    assert [requests[("chat_header", "consistent_hash_header", rep)] for rep in (0, 1)] == [[90, 102], [114, 78]]
+    assert [requests[("chat_header", "cache_aware_tight", rep)] for rep in (0, 1)] == [[138, 54], [51, 141]]
+    assert [requests[("chat_noheader", "cache_aware_tight", rep)] for rep in (0, 1)] == [[52, 140], [137, 55]]
+
+
 # ---- HAProxy's bounded-load hash behind nginx (h200-0.26.0-haproxy; its README's claims) --------------------------
 HAPROXY_DIR = ROOT / "tests" / "fixtures" / "router" / "h200-0.26.0-haproxy"
 
