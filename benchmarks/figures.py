@@ -578,7 +578,7 @@ def chat_calls_section(anchor, title, folder, calls):
     chat = docs[0]
     labels = {"cache_aware_tight": "cache_aware_tight (%s)" % thresholds(chat, "--tight-abs-threshold",
                                                                          "--tight-rel-threshold")}
-    names = [call[4] for call, shapes, tree in calls]
+    names = [os.path.dirname(call)[len("call"):] for call, shapes, tree in calls]  # callA/results.json -> A
     lines += ["`%s/%s/results.json` - vLLM %s, two engines sharing ONE GPU (KV tokens %s); %s. Both repeats "
               "of a call on the same prompts, each engine's prefix cache reset before every run; the columns read as "
               "in [the four shapes](#front-door-shapes)." % (
