@@ -114,10 +114,13 @@ def test_haproxy_balance_factor_must_exceed_100(tmp_path, capsys):
 
 
 @pytest.fixture()
-def haproxy_front(tmp_path):
+def haproxy_front(tmp_path, worker_id):
     """start(factor): HAProxy of the haproxy_bounded arm (that balance factor) before two TEST STAND-INs for vLLM
     (the nginx scenario's extensions/molecule/nginx/files/standin_upstream.py, named a and b)."""
-    opts = router_ab.parse(["--model", str(tmp_path), "--out", str(tmp_path), "--port-base", "18760"])
+    # Ports of this pytest-xdist worker's own: two of these tests at once on one set of ports shared HAProxy's port
+    # (it binds with SO_REUSEPORT) and the stand-ins, so one test's requests counted in the other's load (ci41).
+    base = 18760 + 100 * (int(worker_id[2:]) if worker_id.startswith("gw") else 0)
+    opts = router_ab.parse(["--model", str(tmp_path), "--out", str(tmp_path), "--port-base", str(base)])
     procs = []
 
     def start(factor):
