@@ -522,14 +522,21 @@ def test_every_link_to_the_generated_page_names_one_of_its_sections(page):
 CLIENTS_DIR = ROOT / "tests" / "fixtures" / "router" / "h100-0.26.0-chat-clients"
 
 
-def _clients_call(call):
-    """(its results.json, {(arm, repeat): run}, computed(arm, repeat)) of one call; checks what both calls share:
-    8 runs of 192 requests, none failed, 715,776 prompt tokens queried in each = 32 x (6 x 2,448 + 512 x 15)."""
-    doc = json.loads((CLIENTS_DIR / call / "results.json").read_text())
-    runs = {(r["arm"], r["repeat"]): r for r in doc["runs"]}
-    assert len(runs) == 8 and all(r["failed"] == 0 and r["completed"] == 192 for r in runs.values())
+def _chat_call(results, count, queried, key):
+    """(results.json, {key(run): run}) of one chat call, after what every chat fixture's README says of its runs:
+    `count` runs of 192 requests, none failed, 65,536 KV tokens per engine, `queried` prompt tokens in each run."""
+    doc = json.loads(results.read_text())
+    runs = {key(r): r for r in doc["runs"]}
+    assert len(runs) == count and all(r["failed"] == 0 and r["completed"] == 192 for r in runs.values())
     assert doc["meta"]["kv_tokens"] == [65536, 65536]
-    assert set(sum(e["queries"] for e in r["engines"]) for r in runs.values()) == {715776.0}
+    assert set(sum(e["queries"] for e in r["engines"]) for r in runs.values()) == {float(queried)}
+    return doc, runs
+
+
+def _clients_call(call):
+    """(its results.json, {(arm, repeat): run}, computed(arm, repeat)) of one call; both calls: 8 runs, 715,776 prompt
+    tokens queried in each = 32 x (6 x 2,448 + 512 x 15)."""
+    doc, runs = _chat_call(CLIENTS_DIR / call / "results.json", 8, 715776, lambda r: (r["arm"], r["repeat"]))
     return doc, runs, lambda arm, repeat: 715776 - sum(e["hits"] for e in runs[(arm, repeat)]["engines"])
 
 
@@ -598,13 +605,10 @@ PREFILL_DIR = ROOT / "tests" / "fixtures" / "router" / "h100-0.26.0-chat-prefill
 
 
 def test_chat_prefill_fixture_says_what_its_raw_results_hold():
-    doc = json.loads((PREFILL_DIR / "callA" / "results.json").read_text())
-    runs = {(r["workload"], r["arm"], r["repeat"]): r for r in doc["runs"]}
     # 14 runs of 192 requests, none failed; every run queried 32 x (6 x 2,576 + 592 x 15) = 778,752 prompt tokens
-    assert len(runs) == 14 and all(r["failed"] == 0 and r["completed"] == 192 for r in runs.values())
-    assert doc["meta"]["kv_tokens"] == [65536, 65536]
+    doc, runs = _chat_call(PREFILL_DIR / "callA" / "results.json", 14, 778752,
+                           lambda r: (r["workload"], r["arm"], r["repeat"]))
     assert doc["meta"]["ceilings"] == {"chat_header": 0.8529, "chat_noheader": 0.8529}
-    assert set(sum(e["queries"] for e in r["engines"]) for r in runs.values()) == {778752.0}
 
     def computed(shape, arm, rep):
         return 778752 - sum(e["hits"] for e in runs[(shape, arm, rep)]["engines"])
