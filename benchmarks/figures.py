@@ -83,7 +83,14 @@ ROUTER_CHAT_CLIENTS = ("tests/fixtures/router/h100-0.26.0-chat-clients",
 # with and without the header; the tree: the commit the call ran on, plus the fixture's run.sh, uncommitted then.
 ROUTER_CHAT_PREFILL = ("tests/fixtures/router/h100-0.26.0-chat-prefill",
                        [("callA/results.json", {"chat_header": "chat_prefill_header",
-                                                "chat_noheader": "chat_prefill_noheader"}, "10320c8")])
+                                                "chat_noheader": "chat_prefill_noheader"}, "10320c8"),
+                        ("callB/results.json", {"chat_header": "chat_prefill_header_b",
+                                                "chat_noheader": "chat_prefill_noheader_b"}, "d2310b7")])
+# Chat shaped like an agent's loop (10 turns of 320 new tokens, 16-token answers), 32 sessions taken in random order by
+# 16 clients, with and without the header; on the engines of the chat-prefill fixture's call B, right after it.
+ROUTER_CHAT_AGENT = ("tests/fixtures/router/h100-0.26.0-chat-agent",
+                     [("callA/results.json", {"chat_header": "chat_agent_header",
+                                              "chat_noheader": "chat_agent_noheader"}, "d2310b7")])
 ROUTER_AB_SCRIPT = "tests/gpu/router_ab.py"
 SHAPE_TITLES = [("prefix", "distinct long prefixes"), ("sysprompt", "a shared system prompt + distinct documents"),
                 ("chat_header", "chat sessions with an X-Session-Id header"),
@@ -92,12 +99,17 @@ SHAPE_TITLES = [("prefix", "distinct long prefixes"), ("sysprompt", "a shared sy
                 ("chat_clients_rr", "32 chat sessions with the header, 16 clients taking them round robin"),
                 ("chat_clients_random", "the same, the clients taking any waiting session"),
                 ("chat_prefill_header", "prefill-heavy chat sessions with the header, 16 clients in random order"),
-                ("chat_prefill_noheader", "the same without the header"), ("random", "no reuse")]
+                ("chat_prefill_noheader", "the same without the header"),
+                ("chat_prefill_header_b", "prefill-heavy chat with the header again, a second call (another H100)"),
+                ("chat_prefill_noheader_b", "the same without the header, the second call"),
+                ("chat_agent_header", "agent-like chat sessions (10 turns, short answers) with the header"),
+                ("chat_agent_noheader", "the same without the header"), ("random", "no reuse")]
 # The issue's acceptance: each engine between 35 % and 65 % of the requests; throughput >= least_conn's within noise
 # (NOISE: the tuner's noise band); on the prefix and chat shapes >= 90 % of the ceiling hit rate and >= 1.3x.
 NOISE = 0.05
 REUSE_SHAPES = ("prefix", "chat_header", "chat_noheader", "chat_header_32", "chat_clients_rr", "chat_clients_random",
-                "chat_prefill_header", "chat_prefill_noheader")
+                "chat_prefill_header", "chat_prefill_noheader", "chat_prefill_header_b", "chat_prefill_noheader_b",
+                "chat_agent_header", "chat_agent_noheader")
 TUNE = ("tests/fixtures/tune/h200-0.26.0-qwen3-8b/call3/results.json", "92664c2")
 TUNE_KV = ("tests/fixtures/tune/h200-0.26.0-kv/call3/results.json", "5d9616c")
 RESTARTS = [("tests/fixtures/startup/restart-timing-h200-0.26.0/restart_timing.json", "24388f5"),
@@ -568,6 +580,14 @@ def chat_prefill_section():
                               calls)
 
 
+def chat_agent_section():
+    """Chat shaped like an agent's loop: ten turns, short answers, with and without the header."""
+    folder, calls = ROUTER_CHAT_AGENT
+    return chat_calls_section("front-door-chat-agent",
+                              "Chat shaped like an agent's loop: ten turns, short answers, with and without the header",
+                              folder, calls)
+
+
 def chat_calls_section(anchor, title, folder, calls):
     """One fixture of chat calls with --chat-clients: every call's runs relabelled to its shapes, one table."""
     lines = ['<a id="%s"></a>' % anchor, "## %s" % title, ""]
@@ -779,10 +799,11 @@ def render():
             "[front door, four shapes](#front-door-shapes), [its middle threshold](#front-door-threshold) and "
             "[chat over one engine's KV](#front-door-chat-pressure), "
             "[chat with more sessions than clients](#front-door-chat-clients), "
-            "[prefill-heavy chat](#front-door-chat-prefill), [tuner](#tuner), [tuner, KV-bound](#tuner-kv), "
+            "[prefill-heavy chat](#front-door-chat-prefill), [agent-like chat](#front-door-chat-agent), "
+            "[tuner](#tuner), [tuner, KV-bound](#tuner-kv), "
             "[restarts](#restarts), [CPU length mix](#cpu-mix).", ""]
     return "\n".join(head + bench_section() + ab_section() + shapes_section() + chat_pressure_section() +
-                     chat_clients_section() + chat_prefill_section() +
+                     chat_clients_section() + chat_prefill_section() + chat_agent_section() +
                      tune_section() + tune_kv_section() + restart_section() +
                      cpu_mix_section())
 

@@ -522,12 +522,12 @@ def test_every_link_to_the_generated_page_names_one_of_its_sections(page):
 CLIENTS_DIR = ROOT / "tests" / "fixtures" / "router" / "h100-0.26.0-chat-clients"
 
 
-def _chat_call(results, count, queried, key):
+def _chat_call(results, count, queried, key, requests=192):
     """(results.json, {key(run): run}) of one chat call, after what every chat fixture's README says of its runs:
-    `count` runs of 192 requests, none failed, 65,536 KV tokens per engine, `queried` prompt tokens in each run."""
+    `count` runs of `requests` requests, none failed, 65,536 KV tokens per engine, `queried` prompt tokens in each."""
     doc = json.loads(results.read_text())
     runs = {key(r): r for r in doc["runs"]}
-    assert len(runs) == count and all(r["failed"] == 0 and r["completed"] == 192 for r in runs.values())
+    assert len(runs) == count and all(r["failed"] == 0 and r["completed"] == requests for r in runs.values())
     assert doc["meta"]["kv_tokens"] == [65536, 65536]
     assert set(sum(e["queries"] for e in r["engines"]) for r in runs.values()) == {float(queried)}
     return doc, runs
@@ -637,6 +637,67 @@ def test_chat_prefill_fixture_says_what_its_raw_results_hold():
     assert [requests[("chat_header", "consistent_hash_header", rep)] for rep in (0, 1)] == [[90, 102], [114, 78]]
     assert [requests[("chat_header", "cache_aware_tight", rep)] for rep in (0, 1)] == [[138, 54], [51, 141]]
     assert [requests[("chat_noheader", "cache_aware_tight", rep)] for rep in (0, 1)] == [[52, 140], [137, 55]]
+
+
+def _paired_ratio(runs, shape, arm, rep):
+    """A front's output tok/s over least_conn's on the same shape and repeat."""
+    return runs[(shape, arm, rep)]["output_throughput"] / runs[(shape, "nginx_least_conn", rep)]["output_throughput"]
+
+
+def test_chat_prefill_second_call_says_what_its_raw_results_hold():
+    # Call B: call A's shape and command on another lent H100 (the README's "Call B" section)
+    doc, runs = _chat_call(PREFILL_DIR / "callB" / "results.json", 14, 778752,
+                           lambda r: (r["workload"], r["arm"], r["repeat"]))
+    assert doc["meta"]["ceilings"] == {"chat_header": 0.8529, "chat_noheader": 0.8529}
+    computed = {key: 778752 - sum(e["hits"] for e in run["engines"]) for key, run in runs.items()}
+    for arm in ("nginx_default", "consistent_hash_header"):
+        assert [computed[("chat_header", arm, rep)] for rep in (0, 1)] == [117152, 117152]
+    assert [computed[("chat_header", "nginx_least_conn", rep)] for rep in (0, 1)] == [216304, 197856]
+    # nginx 388.40 / 290.85 = 1.34 and 375.29 / 302.14 = 1.24; vllm-router's hash 1.31 and 1.25; cache_aware 1.24 and
+    # 1.19 with the header, 1.17 and 1.24 without; the nginx default without the header 1.01 and 1.00
+    expected = {("chat_header", "nginx_default"): (1.34, 1.24), ("chat_header", "consistent_hash_header"): (1.31, 1.25),
+                ("chat_header", "cache_aware_tight"): (1.24, 1.19), ("chat_noheader", "cache_aware_tight"): (1.17, 1.24),
+                ("chat_noheader", "nginx_default"): (1.01, 1.00)}
+    for (shape, arm), ratios in expected.items():
+        assert [round(_paired_ratio(runs, shape, arm, rep), 2) for rep in (0, 1)] == list(ratios), (shape, arm)
+    requests = {key: [int(e["requests"]) for e in run["engines"]] for key, run in runs.items()}
+    assert [requests[("chat_header", "nginx_default", rep)] for rep in (0, 1)] == [[78, 114], [102, 90]]
+    assert [requests[("chat_header", "consistent_hash_header", rep)] for rep in (0, 1)] == [[90, 102], [114, 78]]
+    assert [requests[("chat_header", "cache_aware_tight", rep)] for rep in (0, 1)] == [[47, 145], [124, 68]]
+    assert [requests[("chat_noheader", "cache_aware_tight", rep)] for rep in (0, 1)] == [[51, 141], [64, 128]]
+
+
+# ---- chat shaped like an agent's loop (h100-0.26.0-chat-agent; its README's claims) --------------------------------
+AGENT_DIR = ROOT / "tests" / "fixtures" / "router" / "h100-0.26.0-chat-agent"
+
+
+def test_chat_agent_fixture_says_what_its_raw_results_hold():
+    # 14 runs of 320 requests, none failed; every run queried 32 x (10 x 2,320 + 336 x 45) = 1,226,240 prompt tokens
+    doc, runs = _chat_call(AGENT_DIR / "callA" / "results.json", 14, 1226240,
+                           lambda r: (r["workload"], r["arm"], r["repeat"]), requests=320)
+    assert doc["meta"]["ceilings"] == {"chat_header": 0.9132, "chat_noheader": 0.9132}
+    computed = {key: 1226240 - sum(e["hits"] for e in run["engines"]) for key, run in runs.items()}
+    # the header hashes: 1,119,840 hits by the formula less 32 x 9 x 16 = 4,608 -> 111,008 computed in every run
+    for arm in ("nginx_default", "consistent_hash_header"):
+        assert [computed[("chat_header", arm, rep)] for rep in (0, 1)] == [111008, 111008]
+    assert [computed[("chat_header", "nginx_least_conn", rep)] for rep in (0, 1)] == [214128, 231968]
+    assert [runs[("chat_header", "nginx_least_conn", rep)]["hit_rate"] for rep in (0, 1)] == [0.8254, 0.8108]
+    # nginx 483.16 / 390.72 = 1.24 and 485.27 / 381.52 = 1.27, ...: no front at 1.3x in either repeat
+    expected = {("chat_header", "nginx_default"): (1.24, 1.27), ("chat_header", "consistent_hash_header"): (1.23, 1.27),
+                ("chat_header", "cache_aware_tight"): (1.19, 1.24), ("chat_noheader", "cache_aware_tight"): (1.21, 1.20),
+                ("chat_noheader", "nginx_default"): (0.98, 1.01)}
+    for (shape, arm), ratios in expected.items():
+        assert [round(_paired_ratio(runs, shape, arm, rep), 2) for rep in (0, 1)] == list(ratios), (shape, arm)
+    assert all(_paired_ratio(runs, shape, arm, rep) < 1.3 for shape, arm in expected for rep in (0, 1))
+    # TTFT p50 (ms) with the header: least_conn 129.2 and 120.1, nginx's header hash 99.1 and 96.5
+    assert [round(runs[("chat_header", "nginx_least_conn", rep)]["ttft_p50_ms"], 1) for rep in (0, 1)] == [129.2, 120.1]
+    assert [round(runs[("chat_header", "nginx_default", rep)]["ttft_p50_ms"], 1) for rep in (0, 1)] == [99.1, 96.5]
+    # balance: the header hashes 190 / 320 = 59 % at most; cache_aware 8 / 1.2 230 / 320 = 72 % at most
+    requests = {key: [int(e["requests"]) for e in run["engines"]] for key, run in runs.items()}
+    assert [requests[("chat_header", "nginx_default", rep)] for rep in (0, 1)] == [[130, 190], [170, 150]]
+    assert [requests[("chat_header", "consistent_hash_header", rep)] for rep in (0, 1)] == [[150, 170], [190, 130]]
+    assert [requests[("chat_header", "cache_aware_tight", rep)] for rep in (0, 1)] == [[221, 99], [95, 225]]
+    assert [requests[("chat_noheader", "cache_aware_tight", rep)] for rep in (0, 1)] == [[103, 217], [90, 230]]
 
 
 # ---- HAProxy's bounded-load hash behind nginx (h200-0.26.0-haproxy; its README's claims) --------------------------
