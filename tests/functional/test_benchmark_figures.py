@@ -604,44 +604,46 @@ def test_the_chat_clients_section_shows_both_orders(page):
 PREFILL_DIR = ROOT / "tests" / "fixtures" / "router" / "h100-0.26.0-chat-prefill"
 
 
+def _paired_ratio(runs, shape, arm, rep):
+    """A front's output tok/s over least_conn's on the same shape and repeat."""
+    return runs[(shape, arm, rep)]["output_throughput"] / runs[(shape, "nginx_least_conn", rep)]["output_throughput"]
+
+
+def _assert_fronts(runs, ratios, splits):
+    """A chat README's hand values for both repeats: each front's ratio to least_conn (two places) and its requests per
+    engine; {(shape, arm): (repeat 0, repeat 1)} each."""
+    for (shape, arm), expected in ratios.items():
+        assert tuple(round(_paired_ratio(runs, shape, arm, rep), 2) for rep in (0, 1)) == expected, (shape, arm)
+    for (shape, arm), expected in splits.items():
+        assert tuple([int(e["requests"]) for e in runs[(shape, arm, rep)]["engines"]] for rep in (0, 1)) == expected, (
+            shape, arm)
+
+
 def test_chat_prefill_fixture_says_what_its_raw_results_hold():
     # 14 runs of 192 requests, none failed; every run queried 32 x (6 x 2,576 + 592 x 15) = 778,752 prompt tokens
     doc, runs = _chat_call(PREFILL_DIR / "callA" / "results.json", 14, 778752,
                            lambda r: (r["workload"], r["arm"], r["repeat"]))
     assert doc["meta"]["ceilings"] == {"chat_header": 0.8529, "chat_noheader": 0.8529}
 
-    def computed(shape, arm, rep):
-        return 778752 - sum(e["hits"] for e in runs[(shape, arm, rep)]["engines"])
-
-    def ratio(shape, arm, rep):
-        return runs[(shape, arm, rep)]["output_throughput"] / runs[(shape, "nginx_least_conn", rep)]["output_throughput"]
-
+    computed = {key: 778752 - sum(e["hits"] for e in run["engines"]) for key, run in runs.items()}
     # the header hashes: 664,160 hits by the formula less 32 x 5 x 16 = 2,560 -> 117,152 computed in every run
     for arm in ("nginx_default", "consistent_hash_header"):
-        assert [computed("chat_header", arm, 0), computed("chat_header", arm, 1)] == [117152, 117152]
-    assert [computed("chat_header", "nginx_least_conn", rep) for rep in (0, 1)] == [224272, 197632]
-    # output tok/s x least_conn per repeat (the README's figures, rounded to two places)
-    expected = {("chat_header", "nginx_default"): (1.28, 1.25), ("chat_header", "consistent_hash_header"): (1.31, 1.21),
-                ("chat_header", "cache_aware_tight"): (1.31, 1.22), ("chat_noheader", "cache_aware_tight"): (1.28, 1.31),
-                ("chat_noheader", "nginx_default"): (1.04, 1.02)}
-    for (shape, arm), ratios in expected.items():
-        assert [round(ratio(shape, arm, rep), 2) for rep in (0, 1)] == list(ratios), (shape, arm)
+        assert [computed[("chat_header", arm, rep)] for rep in (0, 1)] == [117152, 117152]
+    assert [computed[("chat_header", "nginx_least_conn", rep)] for rep in (0, 1)] == [224272, 197632]
+    # output tok/s x least_conn per repeat (the README's figures, rounded to two places); the balance: the header
+    # hashes 59 % at most, cache_aware 8 / 1.2 73 % at most, with and without the header
+    ratios = {("chat_header", "nginx_default"): (1.28, 1.25), ("chat_header", "consistent_hash_header"): (1.31, 1.21),
+              ("chat_header", "cache_aware_tight"): (1.31, 1.22), ("chat_noheader", "cache_aware_tight"): (1.28, 1.31),
+              ("chat_noheader", "nginx_default"): (1.04, 1.02)}
+    _assert_fronts(runs, ratios, {("chat_header", "nginx_default"): ([78, 114], [102, 90]),
+                                  ("chat_header", "consistent_hash_header"): ([90, 102], [114, 78]),
+                                  ("chat_header", "cache_aware_tight"): ([138, 54], [51, 141]),
+                                  ("chat_noheader", "cache_aware_tight"): ([52, 140], [137, 55])})
     # the worse repeat of every front below 1.3x
-    assert all(min(ratio(shape, arm, 0), ratio(shape, arm, 1)) < 1.3 for shape, arm in expected)
+    assert all(min(_paired_ratio(runs, shape, arm, rep) for rep in (0, 1)) < 1.3 for shape, arm in ratios)
     # TTFT p50 (ms) with the header: least_conn 156.0 and 127.1, nginx's header hash 99.5 and 103.6
     assert [round(runs[("chat_header", "nginx_least_conn", rep)]["ttft_p50_ms"], 1) for rep in (0, 1)] == [156.0, 127.1]
     assert [round(runs[("chat_header", "nginx_default", rep)]["ttft_p50_ms"], 1) for rep in (0, 1)] == [99.5, 103.6]
-    # balance: the header hashes 59 % at most; cache_aware 8 / 1.2 73 % at most, with and without the header
-    requests = {key: [int(e["requests"]) for e in run["engines"]] for key, run in runs.items()}
-    assert [requests[("chat_header", "nginx_default", rep)] for rep in (0, 1)] == [[78, 114], [102, 90]]
-    assert [requests[("chat_header", "consistent_hash_header", rep)] for rep in (0, 1)] == [[90, 102], [114, 78]]
-    assert [requests[("chat_header", "cache_aware_tight", rep)] for rep in (0, 1)] == [[138, 54], [51, 141]]
-    assert [requests[("chat_noheader", "cache_aware_tight", rep)] for rep in (0, 1)] == [[52, 140], [137, 55]]
-
-
-def _paired_ratio(runs, shape, arm, rep):
-    """A front's output tok/s over least_conn's on the same shape and repeat."""
-    return runs[(shape, arm, rep)]["output_throughput"] / runs[(shape, "nginx_least_conn", rep)]["output_throughput"]
 
 
 def test_chat_prefill_second_call_says_what_its_raw_results_hold():
@@ -655,16 +657,16 @@ def test_chat_prefill_second_call_says_what_its_raw_results_hold():
     assert [computed[("chat_header", "nginx_least_conn", rep)] for rep in (0, 1)] == [216304, 197856]
     # nginx 388.40 / 290.85 = 1.34 and 375.29 / 302.14 = 1.24; vllm-router's hash 1.31 and 1.25; cache_aware 1.24 and
     # 1.19 with the header, 1.17 and 1.24 without; the nginx default without the header 1.01 and 1.00
-    expected = {("chat_header", "nginx_default"): (1.34, 1.24), ("chat_header", "consistent_hash_header"): (1.31, 1.25),
-                ("chat_header", "cache_aware_tight"): (1.24, 1.19), ("chat_noheader", "cache_aware_tight"): (1.17, 1.24),
-                ("chat_noheader", "nginx_default"): (1.01, 1.00)}
-    for (shape, arm), ratios in expected.items():
-        assert [round(_paired_ratio(runs, shape, arm, rep), 2) for rep in (0, 1)] == list(ratios), (shape, arm)
-    requests = {key: [int(e["requests"]) for e in run["engines"]] for key, run in runs.items()}
-    assert [requests[("chat_header", "nginx_default", rep)] for rep in (0, 1)] == [[78, 114], [102, 90]]
-    assert [requests[("chat_header", "consistent_hash_header", rep)] for rep in (0, 1)] == [[90, 102], [114, 78]]
-    assert [requests[("chat_header", "cache_aware_tight", rep)] for rep in (0, 1)] == [[47, 145], [124, 68]]
-    assert [requests[("chat_noheader", "cache_aware_tight", rep)] for rep in (0, 1)] == [[51, 141], [64, 128]]
+    # the sessions split as in call A (the same session ids); cache_aware 145 / 192 = 76 % at most
+    _assert_fronts(runs, {("chat_header", "nginx_default"): (1.34, 1.24),
+                          ("chat_header", "consistent_hash_header"): (1.31, 1.25),
+                          ("chat_header", "cache_aware_tight"): (1.24, 1.19),
+                          ("chat_noheader", "cache_aware_tight"): (1.17, 1.24),
+                          ("chat_noheader", "nginx_default"): (1.01, 1.00)},
+                   {("chat_header", "nginx_default"): ([78, 114], [102, 90]),
+                    ("chat_header", "consistent_hash_header"): ([90, 102], [114, 78]),
+                    ("chat_header", "cache_aware_tight"): ([47, 145], [124, 68]),
+                    ("chat_noheader", "cache_aware_tight"): ([51, 141], [64, 128])})
 
 
 # ---- chat shaped like an agent's loop (h100-0.26.0-chat-agent; its README's claims) --------------------------------
@@ -683,21 +685,18 @@ def test_chat_agent_fixture_says_what_its_raw_results_hold():
     assert [computed[("chat_header", "nginx_least_conn", rep)] for rep in (0, 1)] == [214128, 231968]
     assert [runs[("chat_header", "nginx_least_conn", rep)]["hit_rate"] for rep in (0, 1)] == [0.8254, 0.8108]
     # nginx 483.16 / 390.72 = 1.24 and 485.27 / 381.52 = 1.27, ...: no front at 1.3x in either repeat
-    expected = {("chat_header", "nginx_default"): (1.24, 1.27), ("chat_header", "consistent_hash_header"): (1.23, 1.27),
-                ("chat_header", "cache_aware_tight"): (1.19, 1.24), ("chat_noheader", "cache_aware_tight"): (1.21, 1.20),
-                ("chat_noheader", "nginx_default"): (0.98, 1.01)}
-    for (shape, arm), ratios in expected.items():
-        assert [round(_paired_ratio(runs, shape, arm, rep), 2) for rep in (0, 1)] == list(ratios), (shape, arm)
-    assert all(_paired_ratio(runs, shape, arm, rep) < 1.3 for shape, arm in expected for rep in (0, 1))
+    # balance: the header hashes 190 / 320 = 59 % at most; cache_aware 8 / 1.2 230 / 320 = 72 % at most
+    ratios = {("chat_header", "nginx_default"): (1.24, 1.27), ("chat_header", "consistent_hash_header"): (1.23, 1.27),
+              ("chat_header", "cache_aware_tight"): (1.19, 1.24), ("chat_noheader", "cache_aware_tight"): (1.21, 1.20),
+              ("chat_noheader", "nginx_default"): (0.98, 1.01)}
+    _assert_fronts(runs, ratios, {("chat_header", "nginx_default"): ([130, 190], [170, 150]),
+                                  ("chat_header", "consistent_hash_header"): ([150, 170], [190, 130]),
+                                  ("chat_header", "cache_aware_tight"): ([221, 99], [95, 225]),
+                                  ("chat_noheader", "cache_aware_tight"): ([103, 217], [90, 230])})
+    assert all(_paired_ratio(runs, shape, arm, rep) < 1.3 for shape, arm in ratios for rep in (0, 1))
     # TTFT p50 (ms) with the header: least_conn 129.2 and 120.1, nginx's header hash 99.1 and 96.5
     assert [round(runs[("chat_header", "nginx_least_conn", rep)]["ttft_p50_ms"], 1) for rep in (0, 1)] == [129.2, 120.1]
     assert [round(runs[("chat_header", "nginx_default", rep)]["ttft_p50_ms"], 1) for rep in (0, 1)] == [99.1, 96.5]
-    # balance: the header hashes 190 / 320 = 59 % at most; cache_aware 8 / 1.2 230 / 320 = 72 % at most
-    requests = {key: [int(e["requests"]) for e in run["engines"]] for key, run in runs.items()}
-    assert [requests[("chat_header", "nginx_default", rep)] for rep in (0, 1)] == [[130, 190], [170, 150]]
-    assert [requests[("chat_header", "consistent_hash_header", rep)] for rep in (0, 1)] == [[150, 170], [190, 130]]
-    assert [requests[("chat_header", "cache_aware_tight", rep)] for rep in (0, 1)] == [[221, 99], [95, 225]]
-    assert [requests[("chat_noheader", "cache_aware_tight", rep)] for rep in (0, 1)] == [[103, 217], [90, 230]]
 
 
 # ---- HAProxy's bounded-load hash behind nginx (h200-0.26.0-haproxy; its README's claims) --------------------------
