@@ -100,7 +100,7 @@ SHAPE_TITLES = [("prefix", "distinct long prefixes"), ("sysprompt", "a shared sy
                 ("chat_clients_random", "the same, the clients taking any waiting session"),
                 ("chat_prefill_header", "prefill-heavy chat sessions with the header, 16 clients in random order"),
                 ("chat_prefill_noheader", "the same without the header"),
-                ("chat_prefill_header_b", "prefill-heavy chat with the header again, a second call (another H100)"),
+                ("chat_prefill_header_b", "prefill-heavy chat with the header again, a second call (an H100 again)"),
                 ("chat_prefill_noheader_b", "the same without the header, the second call"),
                 ("chat_agent_header", "agent-like chat sessions (10 turns, short answers) with the header"),
                 ("chat_agent_noheader", "the same without the header"), ("random", "no reuse")]
