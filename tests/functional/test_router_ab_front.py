@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import urllib.request
 
 import pytest
@@ -154,6 +155,19 @@ def _send(url, prompt, hold, session=None):
         return re.search(r'"instance": "(\w+)"', response.read().decode()).group(1)
 
 
+def _wait_idle(url):
+    """Until HAProxy holds no request on either engine (its stats page, scur): the engine that answered may still
+    count the finished request for a moment, and its bound (hash-balance-factor) counts requests in flight."""
+    stats = re.sub(r":(\d+)/.*", lambda m: ":%d/stats;csv" % (int(m.group(1)) + 1), url)
+    deadline = time.time() + 10
+    while True:
+        with urllib.request.urlopen(stats, timeout=5) as response:
+            rows = [line.split(",") for line in response.read().decode().splitlines() if line.startswith("engines,e")]
+        if rows and all(row[4] == "0" for row in rows) or time.time() > deadline:
+            return
+        time.sleep(0.02)
+
+
 def _shared_head_split(url):
     """96 requests with the same first 600 characters (a shared system prompt), 32 in flight: requests per upstream."""
     head = "system " * 100
@@ -180,7 +194,10 @@ def test_haproxy_bounded_keeps_each_session_on_one_upstream(haproxy_front):
     """Below the bound the header decides: every turn of a session on one upstream, the sessions on both."""
     url = haproxy_front(125)
     head = "system " * 100
-    by_session = dict(("s%d" % n, {_send(url, head + "turn %d" % turn, 0, "s%d" % n) for turn in range(4)})
-                      for n in range(16))
+    by_session = {}
+    for n in range(16):
+        for turn in range(4):
+            _wait_idle(url)  # one request at a time, each below the bound: the header alone decides
+            by_session.setdefault("s%d" % n, set()).add(_send(url, head + "turn %d" % turn, 0, "s%d" % n))
     assert all(len(served) == 1 for served in by_session.values()), by_session
     assert len(set().union(*by_session.values())) == 2, by_session

@@ -228,8 +228,14 @@ def render_haproxy(opts, workdir):
         "    balance hash var(txn.key)\n"
         "    hash-type consistent\n"
         "    hash-balance-factor %(factor)d\n"
-        "%(servers)s")
+        "%(servers)s"
+        # the requests each engine holds now (scur), for tests that must send below the bound
+        "listen stats\n"
+        "    bind 127.0.0.1:%(stats_port)d\n"
+        "    stats enable\n"
+        "    stats uri /stats\n")
     conf %= dict(pid=workdir / "haproxy.pid", timeout=opts.run_timeout, port=opts.router_port,
+                 stats_port=opts.router_port + 1,
                  chars=opts.prefix_key_chars, factor=opts.haproxy_balance_factor, servers=servers)
     path = workdir / "haproxy.cfg"
     path.write_text(conf)
