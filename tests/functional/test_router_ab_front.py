@@ -163,8 +163,10 @@ def _wait_idle(url):
     while True:
         with urllib.request.urlopen(stats, timeout=5) as response:
             rows = [line.split(",") for line in response.read().decode().splitlines() if line.startswith("engines,e")]
-        if rows and all(row[4] == "0" for row in rows) or time.time() > deadline:
+        if rows and all(row[4] == "0" for row in rows):
             return
+        assert time.time() < deadline, ("HAProxy still holds requests after 10 s (or its stats page lists no "
+                                        "engine)", rows)
         time.sleep(0.02)
 
 
